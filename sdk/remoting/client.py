@@ -1,0 +1,135 @@
+"""RemotingClient: pooled, multiplexed connections to many "host:port" addresses."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from orbitmq.remoting.channel import DEFAULT_MAX_CONCURRENT_REQUESTS, Channel
+from orbitmq.remoting.errors import RemotingConnectError, RemotingTimeoutError, RemotingTooMuchRequestError
+from orbitmq.remoting.framing import DEFAULT_MAX_FRAME_SIZE
+from orbitmq.remoting.processor import Processor, ProcessorTable
+from orbitmq.remoting.protocol import RemotingCommand
+
+log = logging.getLogger("orbitmq.remoting")
+
+
+def split_address(addr: str) -> tuple[str, int]:
+    """"host:port" or "[v6]:port" -> (host, port)."""
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RemotingConnectError(addr, ValueError("address must be host:port"))
+    return host.strip("[]"), int(port)
+
+
+class RemotingClient:
+    """Lazily connects per address; every connection carries many requests at once.
+
+    A connection that breaks fails its in-flight requests and is dropped from the pool, so the
+    next call reconnects (NettyRemotingClient.channelTables).
+    """
+
+    def __init__(self, *, connect_timeout: float = 3.0, connections_per_address: int = 1,
+                 max_in_flight: int = 65535, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.connect_timeout = connect_timeout
+        self._per_address = max(1, connections_per_address)
+        self._max_frame_size = max_frame_size
+        self._in_flight = asyncio.Semaphore(max_in_flight)
+        self._processors = ProcessorTable()
+        self._pool: dict[str, list[Channel]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._serve_tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def register_processor(self, code: int, processor: Processor) -> None:
+        """Handle server->client requests (e.g. CHECK_TRANSACTION_STATE) with this code."""
+        self._processors.register(code, processor)
+
+    def register_default_processor(self, processor: Processor) -> None:
+        self._processors.register_default(processor)
+
+    async def get_channel(self, addr: str) -> Channel:
+        live = [c for c in self._pool.get(addr, ()) if c.is_active]
+        if len(live) >= self._per_address:
+            return random.choice(live)
+        lock = self._locks.setdefault(addr, asyncio.Lock())
+        async with lock:
+            live = [c for c in self._pool.get(addr, ()) if c.is_active]
+            if len(live) >= self._per_address:
+                return random.choice(live)
+            channel = await self._connect(addr)
+            self._pool.setdefault(addr, []).append(channel)
+            return channel
+
+    async def _connect(self, addr: str) -> Channel:
+        if self._closed:
+            raise RemotingConnectError(addr, RuntimeError("client is closed"))
+        host, port = split_address(addr)
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                                    self.connect_timeout)
+        except (OSError, TimeoutError) as exc:
+            raise RemotingConnectError(addr, exc) from exc
+        channel = Channel(reader, writer, self._processors, max_frame_size=self._max_frame_size,
+                          max_concurrent_requests=DEFAULT_MAX_CONCURRENT_REQUESTS)
+        channel.on_close(lambda ch: self._forget(addr, ch))
+        task = asyncio.create_task(channel.serve())
+        self._serve_tasks.add(task)
+        task.add_done_callback(self._serve_tasks.discard)
+        return channel
+
+    def _forget(self, addr: str, channel: Channel) -> None:
+        channels = self._pool.get(addr)
+        if channels and channel in channels:
+            channels.remove(channel)
+            if not channels:
+                self._pool.pop(addr, None)
+
+    async def _acquire_slot(self, addr: str, timeout: float) -> None:  # noqa: ASYNC109
+        try:
+            await asyncio.wait_for(self._in_flight.acquire(), timeout)
+        except TimeoutError:
+            raise RemotingTooMuchRequestError(
+                f"invoke to {addr}: too many requests in flight, waited {timeout * 1000:.0f}ms") from None
+
+    async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:  # noqa: ASYNC109
+        """Send ``request`` and return the response (RemotingTimeoutError / RemotingConnectError)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        await self._acquire_slot(addr, timeout)
+        try:
+            channel = await self.get_channel(addr)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise RemotingTimeoutError(addr, timeout, request.opaque)
+            return await channel.invoke(request, remaining)
+        finally:
+            self._in_flight.release()
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> None:  # noqa: ASYNC109
+        await self._acquire_slot(addr, timeout)
+        try:
+            channel = await self.get_channel(addr)
+            await channel.invoke_oneway(request)
+        finally:
+            self._in_flight.release()
+
+    async def close_channel(self, addr: str) -> None:
+        for channel in list(self._pool.pop(addr, ())):
+            await channel.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        for addr in list(self._pool):
+            await self.close_channel(addr)
+        for task in list(self._serve_tasks):
+            task.cancel()
+        if self._serve_tasks:
+            await asyncio.gather(*self._serve_tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> RemotingClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
