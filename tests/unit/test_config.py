@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 import pytest
+
 from orbitmq.config import (
     ConfigBase,
     load_configs,

@@ -6,6 +6,7 @@ import logging
 import re
 
 import pytest
+
 from orbitmq.log import setup_logging
 
 

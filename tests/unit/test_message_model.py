@@ -10,6 +10,7 @@ from datetime import datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from orbitmq.common import constants
 from orbitmq.common.message import (
     NAME_VALUE_SEPARATOR,
