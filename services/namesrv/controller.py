@@ -1,0 +1,125 @@
+"""NamesrvController: owns the NameServer's parts and their lifecycle, embeddable in any process.
+
+``orbitmq namesrv`` runs one in its own process; ``orbitmq local`` can run one next to a broker
+and a proxy on the same event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from orbitmq.namesrv.config import NamesrvConfig
+from orbitmq.namesrv.headers import NotifyMinBrokerIdChangeRequestHeader
+from orbitmq.namesrv.kvconfig import KVConfigManager, write_file_atomically
+from orbitmq.namesrv.processor import DefaultRequestProcessor
+from orbitmq.namesrv.routeinfo import RouteInfoManager, choose_broker_addrs_to_notify
+from orbitmq.remoting.client import RemotingClient
+from orbitmq.remoting.codes import RequestCode
+from orbitmq.remoting.errors import RemotingError
+from orbitmq.remoting.protocol import RemotingCommand
+from orbitmq.remoting.server import RemotingServer
+
+log = logging.getLogger("orbitmq.namesrv")
+
+SCAN_INITIAL_DELAY_MS = 5000
+
+
+class NamesrvController:
+    def __init__(self, config: NamesrvConfig | None = None) -> None:
+        self.config = config or NamesrvConfig()
+        self.kv_config_manager = KVConfigManager(self.config.kv_config_path)
+        self.route_info_manager = RouteInfoManager(self.config, close_channel=self._close_channel,
+                                                   notify_min_broker_id=self._notify_min_broker_id_changed)
+        self.remoting_client = RemotingClient()
+        self.processor = DefaultRequestProcessor(self)
+        self.remoting_server = RemotingServer(self.config.bind_address, self.config.listen_port)
+        self._scan_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self._started = False
+
+    @property
+    def port(self) -> int:
+        return self.remoting_server.port
+
+    @property
+    def address(self) -> str:
+        host = self.config.bind_address
+        if host in ("0.0.0.0", "", "::"):
+            host = "127.0.0.1"
+        return f"{host}:{self.port}"
+
+    async def start(self) -> None:
+        """Load KV config, listen, and begin the not-active-broker scan."""
+        if self._started:
+            return
+        self.kv_config_manager.load()
+        self.remoting_server.register_default(self.processor.process)
+        self.remoting_server.on_connect(self._on_connect)
+        await self.remoting_server.start()
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="NSScanScheduledThread")
+        self._started = True
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            await asyncio.gather(self._scan_task, return_exceptions=True)
+            self._scan_task = None
+        await self.remoting_server.close()
+        await self.remoting_client.close()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        log.info("The Name Server shutdown OK")
+
+    def _on_connect(self, channel: Any) -> None:
+        # BrokerHousekeepingService: a broker whose connection goes away leaves the routes at once.
+        channel.on_close(self.route_info_manager.on_channel_destroy)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _close_channel(self, channel: Any) -> None:
+        close = getattr(channel, "close", None)
+        if close is not None:
+            self._spawn(close())
+
+    def _notify_min_broker_id_changed(self, broker_addrs: dict[int, str], offline_addr: str | None,
+                                      ha_addr: str | None) -> None:
+        """Tell the group's brokers who the smallest live brokerId is now (slave acting master)."""
+        min_id = min(broker_addrs)
+        header = NotifyMinBrokerIdChangeRequestHeader(min_broker_id=min_id, min_broker_addr=broker_addrs[min_id],
+                                                      offline_broker_addr=offline_addr, ha_broker_addr=ha_addr)
+        for addr in choose_broker_addrs_to_notify(broker_addrs, offline_addr):
+            self._spawn(self._send_oneway(addr, RemotingCommand.request(
+                RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE, header.to_ext_fields())))
+
+    async def _send_oneway(self, addr: str, request: RemotingCommand) -> None:
+        try:
+            await self.remoting_client.invoke_oneway(addr, request, timeout=0.3)
+        except RemotingError as exc:
+            log.warning("notify min broker id change to %s failed: %s", addr, exc)
+
+    async def _scan_loop(self) -> None:
+        interval = max(self.config.scan_not_active_broker_interval, 1) / 1000
+        # Upstream waits 5 s before the first scan; a shorter interval (tests) starts sooner.
+        await asyncio.sleep(min(SCAN_INITIAL_DELAY_MS / 1000, interval))
+        while True:
+            try:
+                self.route_info_manager.scan_not_active_broker()
+            except Exception:
+                log.exception("scanNotActiveBroker exception")
+            await asyncio.sleep(max(self.config.scan_not_active_broker_interval, 1) / 1000)
+
+    async def persist_config(self) -> None:
+        """Write the live config to configStorePath after UPDATE_NAMESRV_CONFIG (Configuration.persist)."""
+        data = self.config.to_properties().encode("utf-8")
+        try:
+            await asyncio.to_thread(write_file_atomically, self.config.config_store_path, data)
+        except OSError:
+            log.exception("persist namesrv config to %s failed", self.config.config_store_path)

@@ -1,0 +1,107 @@
+"""KVConfigManager: namespace -> {key: value}, the only state a NameServer keeps on disk.
+
+The file has RocketMQ's kvConfig.json shape, {"configTable": {namespace: {key: value}}}, so a
+file written by an Apache RocketMQ NameServer loads here. Writes go to a temporary file that is
+fsynced and renamed over the old one, in a worker thread, so a crash never leaves half a file
+and the event loop never blocks on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from orbitmq.common.route import KVTable, RouteDataError, parse_json
+
+log = logging.getLogger("orbitmq.namesrv")
+
+
+def write_file_atomically(path: str | Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that readers see either the old or the new content."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class KVConfigManager:
+    def __init__(self, kv_config_path: str) -> None:
+        self.kv_config_path = kv_config_path
+        self.config_table: dict[str, dict[str, str]] = {}
+        self._persist_lock = asyncio.Lock()
+
+    def load(self) -> None:
+        """Read the file if it exists; a corrupt file is an error, not silently an empty table."""
+        path = Path(self.kv_config_path)
+        if not path.exists():
+            return
+        try:
+            raw = parse_json(path.read_bytes())
+        except RouteDataError as exc:
+            raise ValueError(f"KV config file {path} is not valid JSON: {exc}") from None
+        table = raw.get("configTable") if isinstance(raw, dict) else None
+        if not isinstance(table, dict):
+            raise ValueError(f"KV config file {path} has no configTable object")
+        for namespace, kvs in table.items():
+            if isinstance(kvs, dict):
+                self.config_table[str(namespace)] = {str(k): str(v) for k, v in kvs.items()}
+        log.info("load KV config table OK")
+
+    def put_kv_config(self, namespace: str, key: str, value: str) -> None:
+        table = self.config_table.get(namespace)
+        if table is None:
+            table = self.config_table[namespace] = {}
+            log.info("putKVConfig create new Namespace %s", namespace)
+        prev = table.get(key)
+        table[key] = value
+        log.info("putKVConfig %s config item, Namespace: %s Key: %s Value: %s",
+                 "update" if prev is not None else "create new", namespace, key, value)
+
+    def delete_kv_config(self, namespace: str, key: str) -> None:
+        table = self.config_table.get(namespace)
+        if table is not None and key in table:
+            value = table.pop(key)
+            log.info("deleteKVConfig delete a config item, Namespace: %s Key: %s Value: %s",
+                     namespace, key, value)
+
+    def get_kv_config(self, namespace: str, key: str) -> str | None:
+        table = self.config_table.get(namespace)
+        return table.get(key) if table is not None else None
+
+    def get_kv_list_by_namespace(self, namespace: str) -> bytes | None:
+        """KVTable JSON of one namespace, or None when it does not exist."""
+        table = self.config_table.get(namespace)
+        return KVTable(dict(table)).encode() if table is not None else None
+
+    def encode(self) -> bytes:
+        return json.dumps({"configTable": self.config_table}, indent=1, ensure_ascii=False).encode("utf-8")
+
+    async def persist(self) -> None:
+        """Write the current table; concurrent calls are serialized so the last write is the newest."""
+        async with self._persist_lock:
+            data = self.encode()
+            try:
+                await asyncio.to_thread(write_file_atomically, self.kv_config_path, data)
+            except OSError:
+                log.exception("persist kvconfig Exception, %s", self.kv_config_path)
+                raise

@@ -1,0 +1,87 @@
+"""``orbitmq namesrv`` (mqnamesrv): start a NameServer and run it until SIGINT/SIGTERM.
+
+    orbitmq namesrv [-c namesrv.conf] [-p] [key=value ...]
+
+-c reads a namesrv.conf (properties), -p prints the effective config and exits, and key=value
+(or --key=value) pairs override the file, like upstream's command-line properties.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from orbitmq.config import load_configs, parse_cli_overrides
+from orbitmq.log import setup_logging
+from orbitmq.namesrv.config import NamesrvConfig
+from orbitmq.namesrv.controller import NamesrvController
+
+log = logging.getLogger("orbitmq.namesrv")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="orbitmq namesrv", description="Start an OrbitMQ NameServer.")
+    parser.add_argument("-c", "--configFile", dest="config_file", help="Name server config properties file")
+    parser.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true",
+                        help="Print all config items")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    return parser
+
+
+def load_namesrv_config(argv: Sequence[str]) -> tuple[NamesrvConfig, argparse.Namespace]:
+    args, extra = _parser().parse_known_args(list(argv))
+    overrides = parse_cli_overrides([*args.overrides, *extra])
+    (config,) = load_configs(args.config_file, overrides, NamesrvConfig)
+    if args.config_file:
+        # As upstream, runtime config updates are written back to the file the server was started with.
+        config.config_store_path = args.config_file
+    return config, args
+
+
+async def run(config: NamesrvConfig) -> int:
+    controller = NamesrvController(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    try:
+        await controller.start()
+    except OSError as exc:
+        log.error("The Name Server boot failed: %s", exc)
+        await controller.shutdown()
+        return 1
+    tip = (f"The Name Server boot success. serializeType=JSON, "
+           f"address {config.bind_address}:{controller.port}")
+    log.info(tip)
+    print(tip, flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await controller.shutdown()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config, args = load_namesrv_config(sys.argv[1:] if argv is None else argv)
+    except (ValueError, OSError) as exc:
+        print(f"orbitmq namesrv: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        sys.stdout.write(config.to_properties())
+        return 0
+    setup_logging(args.log_level)
+    log.info("namesrv config:\n%s", config.to_properties().rstrip())
+    try:
+        return asyncio.run(run(config))
+    except ValueError as exc:  # e.g. an unreadable kvConfig.json
+        log.error("The Name Server boot failed: %s", exc)
+        return 1

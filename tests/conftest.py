@@ -1,0 +1,62 @@
+"""Fixtures shared by every test directory: service subprocesses and a Remoting client.
+
+``procs`` starts ``orbitmq <service>`` processes (see tests/support/process.py), prints their
+logs when the test fails, and stops them all at teardown. ``namesrv`` is the address of a fresh
+NameServer process. ``async_remoting_client`` is a RemotingClient closed after the test.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+# Make `from tests.support import ...` work however pytest was launched (script or -m).
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from tests.support import ProcessRunner, start_namesrv  # noqa: E402
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Remember each phase's report on the item so fixtures can tell whether the test failed."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def _test_failed(node: pytest.Item) -> bool:
+    return any(getattr(getattr(node, f"rep_{phase}", None), "failed", False) for phase in ("setup", "call"))
+
+
+@pytest.fixture
+def procs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProcessRunner]:
+    runner = ProcessRunner(tmp_path / "procs")
+    try:
+        yield runner
+    finally:
+        runner.stop_all()
+        if _test_failed(request.node) and runner.processes:
+            print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
+
+
+@pytest.fixture
+async def async_remoting_client() -> AsyncIterator[object]:
+    from orbitmq.remoting import RemotingClient
+
+    client = RemotingClient()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def namesrv(procs: ProcessRunner) -> str:
+    """A fresh ``orbitmq namesrv`` process; the fixture's value is its "127.0.0.1:port" address."""
+    _proc, addr = start_namesrv(procs)
+    return addr
