@@ -1,0 +1,301 @@
+"""IndexFile: RocketMQ's on-disk hash index from message key to CommitLog offset.
+
+The layout is RocketMQ's byte for byte so that an index directory written by either broker can
+be read by the other (and by offline tools):
+
+    header  40 B   beginTimestamp:q endTimestamp:q beginPhyOffset:q endPhyOffset:q
+                   hashSlotCount:i indexCount:i            (big-endian, indexCount starts at 1)
+    slots   hashSlotNum x 4 B      item number of the newest item hashed to that slot (0 = none)
+    items   indexNum x 20 B        keyHash:i phyOffset:q timeDiff:i prevIndex:i
+
+Item 0 is never written, so 0 doubles as "no item". Collisions chain through prevIndex, newest
+first. Readers must still compare the real message's key: distinct keys may share a hash.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+import threading
+import time
+from datetime import datetime
+
+log = logging.getLogger(__name__)
+
+INDEX_HEADER_SIZE = 40
+HASH_SLOT_SIZE = 4
+INDEX_SIZE = 20
+INVALID_INDEX = 0
+
+_HEADER = struct.Struct(">qqqqii")
+_SLOT = struct.Struct(">i")
+_ITEM = struct.Struct(">iqii")
+_INT_MAX = 0x7FFFFFFF
+
+# Header field offsets, as IndexHeader lays them out.
+BEGIN_TIMESTAMP_POS = 0
+END_TIMESTAMP_POS = 8
+BEGIN_PHY_OFFSET_POS = 16
+END_PHY_OFFSET_POS = 24
+HASH_SLOT_COUNT_POS = 32
+INDEX_COUNT_POS = 36
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units, 32-bit wrap-around), as a signed int."""
+    h = 0
+    for ch in s:
+        c = ord(ch)
+        if c > 0xFFFF:  # astral character: two UTF-16 surrogates, like Java's char[]
+            c -= 0x10000
+            h = (31 * h + (0xD800 + (c >> 10))) & 0xFFFFFFFF
+            h = (31 * h + (0xDC00 + (c & 0x3FF))) & 0xFFFFFFFF
+        else:
+            h = (31 * h + c) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def index_key_hash(key: str) -> int:
+    """IndexFile.indexKeyHashMethod: abs(hashCode), with Integer.MIN_VALUE (whose abs overflows) -> 0."""
+    h = java_string_hash(key)
+    if h == -0x80000000:
+        return 0
+    return abs(h)
+
+
+def index_file_name(ts_ms: int) -> str:
+    """UtilAll.timeMillisToHumanString: local time as yyyyMMddHHmmssSSS."""
+    dt = datetime.fromtimestamp(ts_ms / 1000.0)
+    return dt.strftime("%Y%m%d%H%M%S") + f"{ts_ms % 1000:03d}"
+
+
+def index_file_size(hash_slot_num: int, index_num: int) -> int:
+    return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
+
+
+class IndexFileError(Exception):
+    """An index file on disk cannot be used with the configured geometry."""
+
+
+class IndexFile:
+    """One mmap'd index file. Not thread-safe by itself: IndexService serialises writers and
+    keeps readers off a file being destroyed."""
+
+    def __init__(
+        self,
+        path: str,
+        hash_slot_num: int,
+        index_num: int,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+    ) -> None:
+        if hash_slot_num <= 0 or index_num <= 1:
+            raise ValueError(f"bad index geometry: hashSlotNum={hash_slot_num} indexNum={index_num}")
+        self.path = path
+        self.file_name = os.path.basename(path)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.file_size = index_file_size(hash_slot_num, index_num)
+        self._items_pos = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        existed = os.path.exists(path)
+        if existed:
+            actual = os.path.getsize(path)
+            if actual != self.file_size:
+                raise IndexFileError(
+                    f"index file {path} has {actual} bytes, expected {self.file_size} for "
+                    f"maxHashSlotNum={hash_slot_num} maxIndexNum={index_num}"
+                )
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not existed:
+                os.ftruncate(fd, self.file_size)  # sparse: untouched slots/items read as zero
+            self._mm = mmap.mmap(fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        # Kept open for fdatasync: CPython's mmap.flush (msync) holds the GIL for the whole
+        # disk wait, fdatasync releases it and writes back the shared mapping's pages too.
+        self._fd = fd
+        self._closed = False
+        if existed:
+            self._load_header()
+        else:
+            self.begin_timestamp = 0
+            self.end_timestamp = 0
+            self.begin_phy_offset = 0
+            self.end_phy_offset = 0
+            self.hash_slot_count = 0
+            self.index_count = 1
+            # A rolled file starts where the previous one ended, so time/offset range checks
+            # work before its first key lands (IndexFile's constructor does the same).
+            if end_phy_offset > 0:
+                self.begin_phy_offset = end_phy_offset
+                self.end_phy_offset = end_phy_offset
+            if end_timestamp > 0:
+                self.begin_timestamp = end_timestamp
+                self.end_timestamp = end_timestamp
+            self._write_header()
+        self._flush_lock = threading.Lock()
+
+    # ---- header --------------------------------------------------------------------------
+    def _load_header(self) -> None:
+        (
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        ) = _HEADER.unpack_from(self._mm, 0)
+        if self.index_count < 1:  # a header never flushed before a crash
+            self.index_count = 1
+
+    def _write_header(self) -> None:
+        _HEADER.pack_into(
+            self._mm,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+
+    # ---- write ---------------------------------------------------------------------------
+    def is_write_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Append one item and make it the head of its slot's chain; False when the file is full."""
+        if self.index_count >= self.index_num:
+            return False
+        key_hash = index_key_hash(key)
+        abs_slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        mm = self._mm
+        (slot_value,) = _SLOT.unpack_from(mm, abs_slot_pos)
+        if slot_value <= INVALID_INDEX or slot_value > self.index_count:
+            slot_value = INVALID_INDEX
+
+        if self.begin_timestamp <= 0 or self.index_count <= 1:
+            # The first item defines beginTimestamp, so its own diff is 0. (Upstream measures it
+            # against the previous file's end time and then moves beginTimestamp, which puts the
+            # first item of a rolled file a little later in time than it was stored.)
+            time_diff = 0
+        else:
+            time_diff = int((store_timestamp - self.begin_timestamp) / 1000)  # Java truncates
+            time_diff = min(max(time_diff, 0), _INT_MAX)
+
+        abs_index_pos = self._items_pos + self.index_count * INDEX_SIZE
+        _ITEM.pack_into(mm, abs_index_pos, key_hash, phy_offset, time_diff, slot_value)
+        _SLOT.pack_into(mm, abs_slot_pos, self.index_count)
+
+        if self.index_count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == INVALID_INDEX:
+            self.hash_slot_count += 1
+        self.index_count += 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    # ---- read ----------------------------------------------------------------------------
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        """Whether [begin, end] overlaps this file's [beginTimestamp, endTimestamp]."""
+        b, e = self.begin_timestamp, self.end_timestamp
+        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+    def select_phy_offset(
+        self, key: str, max_num: int, begin: int, end: int, out: list[int] | None = None
+    ) -> list[int]:
+        """Walk the key's chain newest first, collecting offsets of items stored in [begin, end].
+
+        Appends to `out` (shared across files by IndexService) and stops once it holds max_num.
+        """
+        result = out if out is not None else []
+        if self._closed:
+            return result
+        key_hash = index_key_hash(key)
+        abs_slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        mm = self._mm
+        index_count = self.index_count
+        (slot_value,) = _SLOT.unpack_from(mm, abs_slot_pos)
+        if slot_value <= INVALID_INDEX or slot_value > index_count or index_count <= 1:
+            return result
+        next_index = slot_value
+        steps = 0
+        while len(result) < max_num:
+            key_hash_read, phy_offset, time_diff, prev_index = _ITEM.unpack_from(
+                mm, self._items_pos + next_index * INDEX_SIZE
+            )
+            if time_diff < 0:
+                break
+            time_read = self.begin_timestamp + time_diff * 1000
+            if key_hash_read == key_hash and begin <= time_read <= end:
+                result.append(phy_offset)
+            steps += 1
+            if (
+                prev_index <= INVALID_INDEX
+                or prev_index > index_count
+                or prev_index == next_index
+                or time_read < begin
+                or steps >= index_count  # a corrupt chain must not loop forever
+            ):
+                break
+            next_index = prev_index
+        return result
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def flush(self) -> None:
+        """Make the file durable; blocking, so callers run it off the event loop."""
+        with self._flush_lock:
+            if self._closed:
+                return
+            self._write_header()
+            os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        with self._flush_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._mm.close()
+            os.close(self._fd)
+
+    def shutdown(self) -> None:
+        try:
+            self.flush()
+        except (OSError, ValueError):
+            log.exception("flush of index file %s failed at shutdown", self.path)
+        self.close()
+
+    def destroy(self) -> bool:
+        """Unmap and delete the file."""
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            log.exception("cannot delete index file %s", self.path)
+            return False
+        return True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return (
+            f"IndexFile({self.file_name}, count={self.index_count}/{self.index_num}, "
+            f"phy=[{self.begin_phy_offset},{self.end_phy_offset}], "
+            f"ts=[{self.begin_timestamp},{self.end_timestamp}])"
+        )
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
