@@ -574,6 +574,15 @@ class GetBrokerMemberGroupRequestHeader(CommandCustomHeader):
     broker_name: str = s("brokerName")
 
 
+@dataclass(kw_only=True)
+class NotifyMinBrokerIdChangeRequestHeader(CommandCustomHeader):
+    min_broker_id: int | None = i("minBrokerId", None)
+    broker_name: str | None = s("brokerName", None)
+    min_broker_addr: str | None = s("minBrokerAddr", None)
+    offline_broker_addr: str | None = s("offlineBrokerAddr", None)
+    ha_broker_addr: str | None = s("haBrokerAddr", None)
+
+
 ALL_HEADERS: tuple[type[CommandCustomHeader], ...] = tuple(
     obj for obj in list(globals().values())
     if isinstance(obj, type) and issubclass(obj, CommandCustomHeader) and obj is not CommandCustomHeader)

@@ -11,13 +11,13 @@ import logging
 from typing import Any
 
 from orbitmq.namesrv.config import NamesrvConfig
-from orbitmq.namesrv.headers import NotifyMinBrokerIdChangeRequestHeader
 from orbitmq.namesrv.kvconfig import KVConfigManager, write_file_atomically
 from orbitmq.namesrv.processor import DefaultRequestProcessor
 from orbitmq.namesrv.routeinfo import RouteInfoManager, choose_broker_addrs_to_notify
 from orbitmq.remoting.client import RemotingClient
 from orbitmq.remoting.codes import RequestCode
 from orbitmq.remoting.errors import RemotingError
+from orbitmq.remoting.headers import NotifyMinBrokerIdChangeRequestHeader
 from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.server import RemotingServer
 

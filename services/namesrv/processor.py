@@ -25,31 +25,29 @@ from orbitmq.common.route import (
     dump_json,
 )
 from orbitmq.namesrv.config import NamesrvConfig
-from orbitmq.namesrv.headers import (
-    AddWritePermOfBrokerRequestHeader,
-    AddWritePermOfBrokerResponseHeader,
-    BrokerHeartbeatRequestHeader,
-    DeleteTopicFromNamesrvRequestHeader,
-    GetBrokerMemberGroupRequestHeader,
-    GetKVListByNamespaceRequestHeader,
-    GetTopicsByClusterRequestHeader,
-    QueryDataVersionRequestHeader,
-    QueryDataVersionResponseHeader,
-    RegisterTopicRequestHeader,
-    WipeWritePermOfBrokerRequestHeader,
-    WipeWritePermOfBrokerResponseHeader,
-)
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingCommandError
 from orbitmq.remoting.headers import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
+    BrokerHeartbeatRequestHeader,
     DeleteKVConfigRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetBrokerMemberGroupRequestHeader,
     GetKVConfigRequestHeader,
     GetKVConfigResponseHeader,
+    GetKVListByNamespaceRequestHeader,
     GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
     PutKVConfigRequestHeader,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
+    RegisterTopicRequestHeader,
     UnRegisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
 )
 from orbitmq.remoting.protocol import RemotingCommand
 

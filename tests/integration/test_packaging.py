@@ -5,6 +5,7 @@ DESIGN.md forbids installing top-level `rocketmq` (the official client's), `serv
 and imports from it rather than from the editable install.
 """
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,11 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _build_wheel(out: Path) -> Path:
+    # setuptools reuses ROOT/build/lib between builds; a stale copy would hide a packaging bug.
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
         check=True,
         capture_output=True,
     )
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     (wheel,) = out.glob("orbitmq-*.whl")
     return wheel
 
