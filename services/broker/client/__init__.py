@@ -1,0 +1,1 @@
+"""Broker-side registry of connected clients: producers, consumers and orderly-consume locks."""

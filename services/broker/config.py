@@ -1,0 +1,112 @@
+"""BrokerConfig: the broker.conf keys of the broker service itself, with RocketMQ's defaults.
+
+Attribute names are snake_case; the keys in broker.conf are RocketMQ's camelCase names
+(``brokerClusterName``, ``listenPort``, ``autoCreateTopicEnable`` …). The storage keys of the
+same file belong to MessageStoreConfig (brokerRole and osPageCacheBusyTimeOutMills among them,
+as upstream); ``load_configs`` fills both from one file.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+from orbitmq.common.constants import DEFAULT_CLUSTER, NAMESRV_ADDR_ENV, PERM_READ, PERM_WRITE
+from orbitmq.config import ConfigBase
+
+
+def _local_ip() -> str:
+    """The address peers should use for this broker, like RemotingUtil.getLocalAddress."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("10.255.255.255", 1))
+            ip = probe.getsockname()[0]
+            if ip and not ip.startswith("0."):
+                return ip
+    except OSError:
+        pass
+    return "127.0.0.1"
+
+
+def _default_broker_name() -> str:
+    try:
+        return socket.gethostname() or "DEFAULT_BROKER"
+    except OSError:
+        return "DEFAULT_BROKER"
+
+
+@dataclass
+class BrokerConfig(ConfigBase):
+    broker_cluster_name: str = DEFAULT_CLUSTER
+    broker_name: str = ""
+    broker_id: int = 0
+    # Empty means "detect"; resolved by resolve_defaults().
+    broker_ip1: str = field(default="", metadata={"key": "brokerIP1"})
+    broker_ip2: str = field(default="", metadata={"key": "brokerIP2"})
+    namesrv_addr: str = ""
+    listen_port: int = 10911
+    ha_listen_port: int = 10912
+    region_id: str = "DefaultRegion"
+    broker_permission: int = PERM_READ | PERM_WRITE
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    # Queues of the TBW102 template; a producer's 4 wins when smaller (min(4, 8) = 4).
+    default_topic_queue_nums: int = 8
+    register_broker_timeout_mills: int = 24000
+    register_name_server_period: int = 30000
+    force_register: bool = True
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    # How often PullRequestHoldService re-checks parked pulls when long polling is on.
+    pull_request_hold_check_interval_mills: int = 5000
+    wait_time_mills_in_send_queue: int = 200
+    wait_time_mills_in_pull_queue: int = 5000
+    broker_fast_failure_enable: bool = True
+    send_message_thread_pool_nums: int = 1
+    send_thread_pool_queue_capacity: int = 10000
+    pull_thread_pool_queue_capacity: int = 100000
+    flush_consumer_offset_interval: int = 5000
+    transfer_msg_by_heap: bool = True
+    reject_transaction_message: bool = False
+    trace_topic_enable: bool = False
+    # Echoed to producers as the TRACE_ON ext field of send responses.
+    trace_on: bool = True
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    slave_read_enable: bool = False
+    filter_support_retry: bool = False
+    # SQL92 filtering on pulls. Upstream defaults to false; OrbitMQ serves SQL92 subscriptions
+    # (proxy, SDK) out of the box, so it defaults to true. Set false to refuse them as upstream.
+    enable_property_filter: bool = True
+    start_accept_send_request_time_stamp: int = 0
+    channel_expired_timeout: int = 120_000
+    client_channel_scan_interval: int = 10_000
+    # RebalanceLockManager's max lock life (rocketmq.broker.rebalance.lockMaxLiveTime upstream).
+    rebalance_lock_max_live_time: int = 60_000
+    # Test knob (not in RocketMQ): each send worker sleeps this long before storing a message,
+    # so tests can make the send queue back up past waitTimeMillsInSendQueue.
+    send_message_test_delay_mills: int = 0
+
+    def resolve_defaults(self) -> None:
+        """Fills values RocketMQ derives from the environment (host name, IP, NAMESRV_ADDR)."""
+        if not self.broker_name:
+            self.broker_name = _default_broker_name()
+        if not self.broker_ip1:
+            self.broker_ip1 = _local_ip()
+        if not self.broker_ip2:
+            self.broker_ip2 = self.broker_ip1
+        if not self.namesrv_addr:
+            self.namesrv_addr = os.environ.get(NAMESRV_ADDR_ENV, "")
+
+    def namesrv_addr_list(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.broker_ip2}:{self.ha_listen_port}"

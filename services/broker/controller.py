@@ -1,0 +1,502 @@
+"""BrokerController: wires the store, metadata, Remoting server, client registry and long polling.
+
+Embeddable: ``await BrokerController(broker_config, store_config).start()`` runs a whole
+broker inside the caller's event loop (``orbitmq local`` runs several services in one process);
+``shutdown()`` stops it cleanly, persisting offsets and unregistering from the NameServers.
+
+Seams for other broker modules:
+- ``register_processor(code, processor)`` adds a Remoting processor behind the
+  malformed-request guard (CONSUMER_SEND_MSG_BACK, POP, transactions …);
+- ``before_put_hooks`` are called (sync or async) with every MessageExtBrokerInner of the
+  Remoting send path, batches included, right before it is handed to the store; the store's
+  own ``add_put_message_hook`` runs inside every append (the delay-level redirect to
+  SCHEDULE_TOPIC_XXXX uses that one, so it also covers messages the broker stores itself);
+- ``on_metadata_changed(topics=…, groups=…)`` persists the tables and re-registers with
+  every NameServer at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from orbitmq.broker.client.channel_info import now_ms
+from orbitmq.broker.client.consumer_manager import ConsumerManager
+from orbitmq.broker.client.producer_manager import ProducerManager
+from orbitmq.broker.client.rebalance_lock import RebalanceLockManager
+from orbitmq.broker.config import BrokerConfig
+from orbitmq.broker.longpolling.pull_request_hold import PullRequestHoldService
+from orbitmq.broker.outer_api import BrokerOuterAPI
+from orbitmq.broker.processors import filtering
+from orbitmq.broker.processors.registry import Processor, ProcessorRegistry
+from orbitmq.broker.processors.send_queue import SendQueue
+from orbitmq.broker.store.config import MessageStoreConfig
+from orbitmq.broker.store.metadata.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.store.metadata.subscription_group_manager import SubscriptionGroupManager
+from orbitmq.broker.store.metadata.topic_config_manager import TopicConfigManager
+from orbitmq.broker.store.model import MessageExtBrokerInner
+from orbitmq.common.constants import PERM_READ, PERM_WRITE, is_readable, is_writeable
+from orbitmq.common.filter.java_compat import java_string_hash
+from orbitmq.common.message import MessageConst, properties_to_string
+from orbitmq.common.message_codec import RecordError, decode_record
+from orbitmq.remoting.codes import RequestCode
+from orbitmq.remoting.protocol import RemotingCommand
+from orbitmq.remoting.server import RemotingServer
+
+log = logging.getLogger(__name__)
+
+# A pull without maxMsgBytes is bounded by the store's own hot/cold transfer caps only.
+MAX_PULL_BYTES = 2**31 - 1
+
+BeforePutHook = Callable[[MessageExtBrokerInner], Awaitable[None] | None]
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def tags_string_to_tags_code(filter_type: str, tags: str | None) -> int:
+    """MessageExtBrokerInner.tagsString2tagsCode: the Java hash of the tag, 0 when untagged."""
+    if not tags:
+        return 0
+    return java_string_hash(tags)
+
+
+class BrokerController:
+    def __init__(self, config: BrokerConfig, store_config: MessageStoreConfig, *, listen_host: str = "0.0.0.0") -> None:
+        config.resolve_defaults()
+        self.config = config
+        self.store_config = store_config
+        self.listen_host = listen_host
+        config_dir = store_config.config_dir
+        self.topic_config_manager = TopicConfigManager(
+            config_dir, broker_cluster_name=config.broker_cluster_name, broker_name=config.broker_name,
+            auto_create_topic_enable=config.auto_create_topic_enable,
+            default_topic_queue_nums=config.default_topic_queue_nums,
+            cluster_topic_enable=config.cluster_topic_enable, broker_topic_enable=config.broker_topic_enable,
+            trace_topic_enable=config.trace_topic_enable, msg_trace_topic_name=config.msg_trace_topic_name)
+        self.subscription_group_manager = SubscriptionGroupManager(
+            config_dir, auto_create_subscription_group=config.auto_create_subscription_group)
+        self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
+        self.message_store: Any = None
+        self.consumer_manager = ConsumerManager(self._on_consumer_ids_changed, config.channel_expired_timeout)
+        self.producer_manager = ProducerManager(config.channel_expired_timeout)
+        self.rebalance_lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time)
+        self.pull_request_hold_service = PullRequestHoldService(
+            self._max_offset_or_zero, filtering.matches, config.long_polling_enable,
+            config.short_polling_time_mills, config.pull_request_hold_check_interval_mills)
+        self.send_queue = SendQueue(
+            config.send_message_thread_pool_nums, config.send_thread_pool_queue_capacity,
+            lambda: self.config.wait_time_mills_in_send_queue, config.broker_fast_failure_enable,
+            self._is_os_page_cache_busy, lambda: self.config.send_message_test_delay_mills)
+        self.processors = ProcessorRegistry()
+        # Parked pulls and POPs each hold a request slot for up to their poll time, and a proxy
+        # multiplexes many clients over one connection: bound in-flight requests per connection
+        # by the pull queue capacity (upstream's executor queue), not the Remoting default of 256.
+        self.remoting_server = RemotingServer(listen_host, config.listen_port,
+                                              max_concurrent_requests=config.pull_thread_pool_queue_capacity)
+        self.outer_api = BrokerOuterAPI(config.register_broker_timeout_mills)
+        self.before_put_hooks: list[BeforePutHook] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_now = asyncio.Event()
+        self._scan_kick = asyncio.Event()
+        self._persist_topics = False
+        self._persist_groups = False
+        self._started = False
+        self._background: set[asyncio.Task[Any]] = set()
+        self._pulled: dict[str, list[tuple[float, int]]] = {}
+        self._register_default_processors()
+        # -- delay levels (orbitmq.broker.schedule): put-path redirect + ScheduleMessageService --
+        from orbitmq.broker.schedule.schedule_message_service import ScheduleMessageService
+        self.schedule_message_service = ScheduleMessageService(self)
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        from orbitmq.broker.store.message_store import MessageStore
+
+        for manager in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager):
+            if not await asyncio.to_thread(manager.load):
+                raise RuntimeError(f"cannot load {manager.path}")
+        for code, processor in self.processors.table.items():
+            self.remoting_server.register(code, processor)
+        self.remoting_server.on_connect(self._on_client_connect)
+        ephemeral = self.config.listen_port == 0
+        if ephemeral:
+            # An ephemeral port (tests, `orbitmq local`): bind first so that message ids and the
+            # NameServer registration carry the port the OS picked. Nobody knows the port yet.
+            await self.remoting_server.start()
+            self.config.listen_port = self.remoting_server.port
+        store_host = (self.config.broker_ip1, self.config.listen_port)
+        self.message_store = MessageStore(self.store_config, store_host=store_host)
+        self.message_store.add_arrival_listener(self.pull_request_hold_service.arrival_listener)
+        await _maybe_await(self.message_store.start())
+        await self.schedule_message_service.start(self.message_store)  # delay levels
+        await self.pull_request_hold_service.start()
+        await self.send_queue.start()
+        if not ephemeral:
+            await self.remoting_server.start()
+        # --- POP (services/broker/pop): revive service, POP long polling, order info ---
+        await self.pop_service.start()
+        self._register_now = asyncio.Event()
+        self._scan_kick = asyncio.Event()
+        self._tasks = [
+            asyncio.create_task(self._register_loop(), name="registerBrokerAll"),
+            asyncio.create_task(self._persist_offsets_loop(), name="persistConsumerOffset"),
+            asyncio.create_task(self._scan_channels_loop(), name="ClientHousekeepingService"),
+        ]
+        self._started = True
+        await self.register_broker_all()
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        with contextlib.suppress(Exception):
+            await self.outer_api.unregister_broker_all(
+                self.config.namesrv_addr_list(), cluster_name=self.config.broker_cluster_name,
+                broker_addr=self.config.broker_addr, broker_name=self.config.broker_name,
+                broker_id=self.config.broker_id)
+        await self.pull_request_hold_service.shutdown()
+        # --- POP (services/broker/pop): stop reviving and persist order info before offsets ---
+        await self.pop_service.shutdown()
+        await self.send_queue.shutdown()
+        await self.remoting_server.close()
+        for task in list(self._background):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await task
+        await asyncio.to_thread(self._persist_all)
+        await self.schedule_message_service.shutdown()  # delay levels: persist delayOffset.json
+        if self.message_store is not None:
+            await _maybe_await(self.message_store.shutdown())
+        await self.outer_api.close()
+        log.info("the broker[%s, %s] shutdown OK", self.config.broker_name, self.config.broker_addr)
+
+    async def abort_start(self) -> None:
+        """Release what a failed start() acquired (listening socket, store lock, clients)."""
+        for task in self._tasks:
+            task.cancel()
+        for close in (self.remoting_server.close, self.pull_request_hold_service.shutdown,
+                      self.send_queue.shutdown, self.outer_api.close):
+            with contextlib.suppress(Exception):
+                await close()
+        if self.message_store is not None:
+            with contextlib.suppress(Exception):
+                await _maybe_await(self.message_store.shutdown())
+
+    def _persist_all(self) -> None:
+        for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager):
+            try:
+                manager.persist()
+            except Exception:
+                log.exception("persist %s failed", manager.path)
+
+    # ---- seams ----------------------------------------------------------------------------
+
+    def register_processor(self, code: int, processor: Processor) -> None:
+        self.processors.register(code, processor)
+        if self._started:
+            self.remoting_server.register(code, self.processors.table[int(code)])
+
+    def on_metadata_changed(self, *, topics: bool = False, groups: bool = False) -> None:
+        """Persist the changed tables and tell every NameServer now, not at the next period."""
+        self._persist_topics |= topics
+        self._persist_groups |= groups
+        self._spawn(self._persist_changed())
+        if topics or groups:
+            self._register_now.set()
+
+    async def _persist_changed(self) -> None:
+        if self._persist_topics:
+            self._persist_topics = False
+            await self.topic_config_manager.persist_async()
+        if self._persist_groups:
+            self._persist_groups = False
+            await self.subscription_group_manager.persist_async()
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        except RuntimeError:
+            if inspect.iscoroutine(coro):
+                coro.close()
+            return
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # Keys that define the broker's identity or resources; changing them needs a restart.
+    RUNTIME_CONFIG_BLACK_LIST = frozenset({
+        "brokerClusterName", "brokerName", "brokerId", "brokerIP1", "brokerIP2", "listenPort", "haListenPort",
+        "storePathRootDir", "storePathCommitLog", "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue",
+        "namesrvAddr", "sendMessageThreadPoolNums", "sendThreadPoolQueueCapacity", "flushDiskType",
+        "brokerRole"})
+
+    def update_runtime_config(self, updates: dict[str, str]) -> dict[str, str]:
+        """UPDATE_BROKER_CONFIG: validate every key first, then apply them all."""
+        plan: list[tuple[Any, str, Any]] = []
+        for key, raw in updates.items():
+            if key in self.RUNTIME_CONFIG_BLACK_LIST:
+                raise PermissionError(f"Can not update config in black list: {key}")
+            for target in (self.config, self.store_config):
+                field = type(target).config_fields().get(key)
+                if field is not None:
+                    parsed = type(target).from_mapping({key: raw})  # type-checks the value
+                    plan.append((target, field.name, getattr(parsed, field.name)))
+                    break
+            else:
+                raise ValueError(f"unknown config key {key}")
+        old_perm = self.config.broker_permission
+        for target, name, value in plan:
+            setattr(target, name, value)
+        self.topic_config_manager.auto_create_topic_enable = self.config.auto_create_topic_enable
+        self.subscription_group_manager.auto_create_subscription_group = self.config.auto_create_subscription_group
+        self.pull_request_hold_service.long_polling_enable = self.config.long_polling_enable
+        self.pull_request_hold_service.short_polling_time_mills = self.config.short_polling_time_mills
+        self.rebalance_lock_manager.max_live_millis = self.config.rebalance_lock_max_live_time
+        self.consumer_manager.channel_expired_millis = self.config.channel_expired_timeout
+        self.producer_manager.channel_expired_millis = self.config.channel_expired_timeout
+        self._scan_kick.set()
+        if self.config.broker_permission != old_perm:
+            self._register_now.set()  # routes must show the new permission at once
+        return {key: updates[key] for key in updates}
+
+    # ---- store access used by processors ----------------------------------------------------
+
+    @staticmethod
+    def now_ms() -> int:
+        return now_ms()
+
+    @staticmethod
+    def remote_addr(channel: Any) -> str:
+        return str(getattr(channel, "remote_address", None) or "unknown")
+
+    def new_inner_message(self, *, topic: str, queue_id: int, body: bytes, flag: int, properties: dict[str, str],
+                          sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int,
+                          tags_filter_type: str = "SINGLE_TAG") -> MessageExtBrokerInner:
+        host, _, port = born_host.rpartition(":")
+        try:
+            born = (host.strip("[]") or "127.0.0.1", int(port))
+        except ValueError:
+            born = ("127.0.0.1", 0)
+        return MessageExtBrokerInner(
+            topic=topic, queue_id=queue_id, body=body, flag=flag, properties=dict(properties),
+            properties_string=properties_to_string(properties) if properties else "",
+            tags_code=tags_string_to_tags_code(tags_filter_type, properties.get(MessageConst.TAGS)),
+            born_timestamp=born_timestamp, born_host=born, reconsume_times=reconsume_times, sys_flag=sys_flag)
+
+    async def _run_before_put(self, msg: MessageExtBrokerInner) -> None:
+        for hook in self.before_put_hooks:
+            await _maybe_await(hook(msg))
+
+    async def put_message(self, msg: MessageExtBrokerInner) -> Any:
+        await self._run_before_put(msg)
+        return await _maybe_await(self.message_store.put_message(msg))
+
+    async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> Any:
+        for msg in msgs:
+            await self._run_before_put(msg)
+        return await _maybe_await(self.message_store.put_messages(msgs))
+
+    async def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                          max_total_size: int | None, message_filter: Any) -> Any:
+        return await _maybe_await(self.message_store.get_message(
+            group, topic, queue_id, offset, max_msg_nums, max_total_size or MAX_PULL_BYTES, message_filter))
+
+    @staticmethod
+    def message_bodies(result: Any) -> bytes:
+        return b"".join(bytes(b) for b in result.message_buffer_list)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        return int(self.message_store.get_max_offset_in_queue(topic, queue_id))
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        return int(self.message_store.get_min_offset_in_queue(topic, queue_id))
+
+    async def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        return int(await _maybe_await(self.message_store.get_offset_in_queue_by_time(topic, queue_id, timestamp)))
+
+    async def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        return int(await _maybe_await(self.message_store.get_earliest_message_time(topic, queue_id)))
+
+    async def message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time of the message at a queue offset; 0 when it is gone."""
+        try:
+            return int(await _maybe_await(
+                self.message_store.get_message_store_timestamp(topic, queue_id, queue_offset)) or 0)
+        except Exception:
+            log.debug("no store timestamp for %s@%d:%d", topic, queue_id, queue_offset, exc_info=True)
+            return 0
+
+    async def raw_message_by_offset(self, commit_log_offset: int) -> bytes | None:
+        """The raw CommitLog record at a physical offset (VIEW_MESSAGE_BY_ID's body)."""
+        record = await _maybe_await(self.message_store.select_one_message_by_offset(commit_log_offset))
+        return bytes(record) if record else None
+
+    async def query_message(self, topic: str, key: str, max_num: int, begin: int,
+                            end: int) -> tuple[list[bytes], int, int]:
+        """Records whose KEYS or UNIQ_KEY equal ``key``, newest first, from the index.
+
+        The index matches key hashes, so each candidate record is checked for the real key.
+        """
+        index = self.message_store.index_service
+        if index is None:
+            return [], 0, 0
+        found = await asyncio.to_thread(index.query_offset, topic, key, max_num, begin, end)
+        records: list[bytes] = []
+        for phy_offset in found.phy_offsets:
+            record = self.message_store.select_one_message_by_offset(phy_offset)
+            if not record:
+                continue
+            try:
+                msg = decode_record(record, 0, check_crc=False)
+            except RecordError:
+                continue
+            if msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
+                records.append(bytes(record))
+        return records, int(found.index_last_update_timestamp), int(found.index_last_update_phyoffset)
+
+    async def delete_topics(self, topics: set[str]) -> None:
+        await _maybe_await(self.message_store.delete_topics(topics))
+
+    def store_runtime_info(self) -> dict[str, Any]:
+        info = getattr(self.message_store, "runtime_info", None)
+        return dict(info()) if callable(info) else {}
+
+    def record_pulled(self, group: str, count: int) -> None:
+        """Feeds consumeTps in GET_CONSUME_STATS: messages handed out per group, last minute."""
+        window = self._pulled.setdefault(group, [])
+        now = time.monotonic()
+        window.append((now, count))
+        while window and window[0][0] < now - 60:
+            window.pop(0)
+
+    def consume_tps(self, group: str) -> float:
+        now = time.monotonic()
+        return round(sum(n for t, n in self._pulled.get(group, []) if t >= now - 60) / 60.0, 2)
+
+    def notify_reset_offset(self, group: str, fields: dict[str, str], body: bytes) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (oneway) to every online consumer of the group."""
+        info = self.consumer_manager.get_consumer_group_info(group)
+        if info is None:
+            return
+        for channel in info.channels():
+            request = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(fields), body)
+            self._spawn(self._oneway(channel, request))
+
+    def _max_offset_or_zero(self, topic: str, queue_id: int) -> int:
+        if self.message_store is None:
+            return 0
+        return int(self.message_store.get_max_offset_in_queue(topic, queue_id))
+
+    def _is_os_page_cache_busy(self) -> bool:
+        probe = getattr(self.message_store, "is_os_page_cache_busy", None)
+        return bool(probe()) if probe is not None else False
+
+    # ---- clients ----------------------------------------------------------------------------
+
+    def _on_client_connect(self, channel: Any) -> None:
+        channel.on_close(self._on_client_close)
+
+    def _on_client_close(self, channel: Any) -> None:
+        self.producer_manager.do_channel_close_event(channel)
+        self.consumer_manager.do_channel_close_event(channel)
+
+    def _on_consumer_ids_changed(self, group: str, channels: list[Any]) -> None:
+        group_config = self.subscription_group_manager.get(group)
+        if group_config is not None and not group_config.notify_consumer_ids_changed_enable:
+            return
+        for channel in channels:
+            request = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
+            self._spawn(self._oneway(channel, request))
+
+    @staticmethod
+    async def _oneway(channel: Any, request: RemotingCommand) -> None:
+        try:
+            await channel.invoke_oneway(request)
+        except Exception as exc:
+            log.info("notify consumer %s failed: %s", getattr(channel, "remote_address", channel), exc)
+
+    # ---- NameServer registration ---------------------------------------------------------------
+
+    def _topic_configs_for_registration(self) -> list[Any]:
+        configs = self.topic_config_manager.all()
+        perm = self.config.broker_permission
+        if not is_writeable(perm) or not is_readable(perm):
+            # A read-only (or write-only) broker advertises that on every topic, as upstream.
+            from dataclasses import replace
+            configs = [replace(tc, perm=tc.perm & perm & (PERM_READ | PERM_WRITE)) for tc in configs]
+        return configs
+
+    async def register_broker_all(self) -> None:
+        addrs = self.config.namesrv_addr_list()
+        if not addrs:
+            return
+        await self.outer_api.register_broker_all(
+            addrs, cluster_name=self.config.broker_cluster_name, broker_addr=self.config.broker_addr,
+            broker_name=self.config.broker_name, broker_id=self.config.broker_id,
+            ha_server_addr=self.config.ha_server_addr, topic_configs=self._topic_configs_for_registration(),
+            data_version=self.topic_config_manager.data_version.to_json_dict())
+
+    async def _register_loop(self) -> None:
+        period = max(self.config.register_name_server_period, 1000) / 1000.0
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._register_now.wait(), period)
+            self._register_now.clear()
+            try:
+                await self.register_broker_all()
+            except Exception:
+                log.exception("registerBrokerAll failed")
+
+    async def _persist_offsets_loop(self) -> None:
+        interval = max(self.config.flush_consumer_offset_interval, 100) / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.consumer_offset_manager.persist_async()
+            except Exception:
+                log.exception("persist consumer offsets failed")
+
+    async def _scan_channels_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                # Woken early when the interval is changed at runtime (UPDATE_BROKER_CONFIG).
+                await asyncio.wait_for(self._scan_kick.wait(), max(self.config.client_channel_scan_interval, 100) / 1000.0)
+            self._scan_kick.clear()
+            for channel in self.consumer_manager.scan_not_active_channel() + self.producer_manager.scan_not_active_channel():
+                with contextlib.suppress(Exception):
+                    await channel.close()
+
+    # ---- processors -----------------------------------------------------------------------
+
+    def _register_default_processors(self) -> None:
+        from orbitmq.broker.processors.admin import AdminBrokerProcessor
+        from orbitmq.broker.processors.client_manage import ClientManageProcessor
+        from orbitmq.broker.processors.connections import ConnectionsProcessor
+        from orbitmq.broker.processors.consumer_manage import ConsumerManageProcessor
+        from orbitmq.broker.processors.pull import PullMessageProcessor
+        from orbitmq.broker.processors.query import QueryMessageProcessor
+        from orbitmq.broker.processors.send import SendMessageProcessor
+        from orbitmq.broker.processors.send_back import SendBackProcessor  # CONSUMER_SEND_MSG_BACK
+
+        for processor_class in (SendMessageProcessor, PullMessageProcessor, QueryMessageProcessor,
+                                ClientManageProcessor, ConsumerManageProcessor, AdminBrokerProcessor,
+                                ConnectionsProcessor, SendBackProcessor):
+            processor_class(self).register()
+        # --- POP (services/broker/pop): POP_MESSAGE, ACK/BATCH_ACK, CHANGE_INVISIBLETIME, NOTIFICATION ---
+        from orbitmq.broker.pop.service import PopService
+
+        self.pop_service = PopService(self)
+        self.pop_service.register()
+

@@ -1,0 +1,1 @@
+"""Long polling: pulls that found nothing wait here until a matching message is stored."""

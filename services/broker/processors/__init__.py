@@ -1,0 +1,1 @@
+"""Remoting request processors of the broker, one module per concern."""

@@ -1,0 +1,327 @@
+"""Broker administration (AdminBrokerProcessor): topics, subscription groups, stats, offsets reset.
+
+Tables keyed by MessageQueue (TopicStatsTable, ConsumeStats, ResetOffsetBody) are written in
+fastjson's object-key shape (see ``fastjson``), as RocketMQ's tools expect.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from typing import TYPE_CHECKING, Any
+
+from orbitmq import __version__
+from orbitmq.common import validators
+from orbitmq.common.subscription_group import SubscriptionGroupConfig
+from orbitmq.common.topic_config import TOPIC_FILTER_TYPES, TopicConfig, normalize_attributes
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+from orbitmq.remoting.protocol import RemotingCommand
+
+from . import fastjson
+from .base import Fields, RequestError, encode_json_body
+from .client_manage import decode_body
+
+if TYPE_CHECKING:
+    from orbitmq.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUE_NUMS = 16384  # far above any real topic; keeps per-queue loops bounded
+PERM_MASK = 0xF
+
+
+def parse_attributes(raw: str | None) -> dict[str, str]:
+    """AttributeParser.parseToMap: "+k=v,-k2,+k3=v3" -> {"+k": "v", "-k2": "", "+k3": "v3"}."""
+    result: dict[str, str] = {}
+    if not raw:
+        return result
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith("-"):
+            if "=" in item or len(item) < 2:
+                raise ValueError(f"attribute {item!r}: a removal takes no value")
+            result[item] = ""
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or len(key.strip()) < 2 or not value.strip():
+            raise ValueError(f"attribute {item!r} must look like +key=value")
+        if not key.startswith("+"):
+            raise ValueError(f"attribute {item!r} must start with + (add/update) or - (delete)")
+        result[key.strip()] = value.strip()
+    return result
+
+
+class AdminBrokerProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.started_at = int(time.time() * 1000)
+
+    def register(self) -> None:
+        b = self.broker
+        b.register_processor(RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic)
+        b.register_processor(RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config)
+        b.register_processor(RequestCode.GET_TOPIC_CONFIG, self.get_topic_config)
+        b.register_processor(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, self.get_subscription_group)
+        b.register_processor(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
+        b.register_processor(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_and_create_subscription_group)
+        b.register_processor(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.get_all_subscription_group)
+        b.register_processor(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_subscription_group)
+        b.register_processor(RequestCode.GET_TOPIC_STATS_INFO, self.get_topic_stats_info)
+        b.register_processor(RequestCode.GET_CONSUME_STATS, self.get_consume_stats)
+        b.register_processor(RequestCode.GET_BROKER_RUNTIME_INFO, self.get_broker_runtime_info)
+        b.register_processor(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset)
+        b.register_processor(RequestCode.UPDATE_BROKER_CONFIG, self.update_broker_config)
+        b.register_processor(RequestCode.GET_BROKER_CONFIG, self.get_broker_config)
+
+    # ---- topics -----------------------------------------------------------------------------
+
+    async def update_and_create_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        f = Fields(request.ext_fields)
+        topic = f.str("topic")
+        try:
+            validators.check_topic(topic)
+        except validators.ValidationError as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        if validators.is_system_topic(topic) and not topic.startswith("rmq_sys_"):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        if topic == self.broker.config.broker_cluster_name:
+            raise RequestError(ResponseCode.SYSTEM_ERROR,
+                               f"the topic[{topic}] is conflict with system reserved words.")
+        read, write = f.int("readQueueNums"), f.int("writeQueueNums")
+        for name, value in (("readQueueNums", read), ("writeQueueNums", write)):
+            if not 0 < value <= MAX_QUEUE_NUMS:
+                raise RequestError(ResponseCode.SYSTEM_ERROR, f"{name}[{value}] must be in 1..{MAX_QUEUE_NUMS}")
+        perm = f.int("perm")
+        if perm & ~PERM_MASK or perm < 0:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"perm[{perm}] is not a valid permission")
+        filter_type = f.str("topicFilterType", "SINGLE_TAG") or "SINGLE_TAG"
+        if filter_type not in TOPIC_FILTER_TYPES:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"topicFilterType[{filter_type}] is not one of "
+                               f"{', '.join(TOPIC_FILTER_TYPES)}")
+        current = self.broker.topic_config_manager.select_topic_config(topic)
+        try:
+            attributes = normalize_attributes(parse_attributes(f.opt_str("attributes")),
+                                              current.attributes if current else None)
+        except ValueError as exc:
+            raise RequestError(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+        config = TopicConfig(topic_name=topic, read_queue_nums=read, write_queue_nums=write, perm=perm,
+                             topic_filter_type=filter_type, topic_sys_flag=f.int("topicSysFlag", 0),
+                             order=f.bool("order", False), attributes=attributes)
+        await self.broker.topic_config_manager.update_topic_config(config)
+        log.info("updateAndCreateTopic %s from %s", config, self.broker.remote_addr(channel))
+        self.broker.on_metadata_changed(topics=True)
+        return request.response_to(ResponseCode.SUCCESS)
+
+    async def get_all_topic_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        body = encode_json_body(self.broker.topic_config_manager.encode_json())
+        return request.response_to(ResponseCode.SUCCESS, None, None, body)
+
+    async def get_topic_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """GET_TOPIC_CONFIG (351): TopicConfigAndQueueMapping, i.e. the TopicConfig JSON."""
+        config = self._topic_config(Fields(request.ext_fields).str("topic"))
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(config.to_json_dict()))
+
+    async def delete_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        topic = Fields(request.ext_fields).str("topic")
+        if validators.is_system_topic(topic) or topic in self.broker.topic_config_manager.system_topics:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        await self.broker.topic_config_manager.delete_topic_config(topic)
+        self.broker.consumer_offset_manager.clean_offset_by_topic(topic)
+        await self.broker.delete_topics({topic})
+        log.info("deleteTopic %s from %s", topic, self.broker.remote_addr(channel))
+        self.broker.on_metadata_changed(topics=True)
+        return request.response_to(ResponseCode.SUCCESS)
+
+    # ---- subscription groups ------------------------------------------------------------------
+
+    async def update_and_create_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        raw = decode_body(request, "SubscriptionGroupConfig")
+        try:
+            config = SubscriptionGroupConfig.from_json_dict(raw)
+        except (ValueError, TypeError) as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"bad SubscriptionGroupConfig: {exc}") from None
+        try:
+            validators.check_group(config.group_name)
+        except validators.ValidationError as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        if config.retry_queue_nums < 0 or config.retry_queue_nums > MAX_QUEUE_NUMS or config.retry_max_times < -1:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "retryQueueNums/retryMaxTimes out of range")
+        await self.broker.subscription_group_manager.update_subscription_group_config(config)
+        log.info("updateAndCreateSubscriptionGroup %s from %s", config, self.broker.remote_addr(channel))
+        self.broker.on_metadata_changed(groups=True)
+        return request.response_to(ResponseCode.SUCCESS)
+
+    async def get_all_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        body = encode_json_body(self.broker.subscription_group_manager.encode_json())
+        return request.response_to(ResponseCode.SUCCESS, None, None, body)
+
+    async def get_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """GET_SUBSCRIPTIONGROUP_CONFIG (352): one group's SubscriptionGroupConfig JSON."""
+        group = Fields(request.ext_fields).str("group")
+        config = self.broker.subscription_group_manager.get(group)
+        if config is None:
+            raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"The group[{group}] not exist")
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(config.to_json_dict()))
+
+    async def delete_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        f = Fields(request.ext_fields)
+        group = f.str("groupName")
+        clean_offset = f.bool("cleanOffset", False)
+        await self.broker.subscription_group_manager.delete_subscription_group_config(group)
+        if clean_offset:
+            self.broker.consumer_offset_manager.remove_offset(group)
+        log.info("deleteSubscriptionGroup %s from %s", group, self.broker.remote_addr(channel))
+        self.broker.on_metadata_changed(groups=True)
+        return request.response_to(ResponseCode.SUCCESS)
+
+    # ---- stats ------------------------------------------------------------------------------
+
+    def _topic_config(self, topic: str) -> TopicConfig:
+        config = self.broker.topic_config_manager.select_topic_config(topic)
+        if config is None:
+            raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        return config
+
+    async def get_topic_stats_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        topic = Fields(request.ext_fields).str("topic")
+        config = self._topic_config(topic)
+        table: dict[Any, Any] = {}
+        broker_name = self.broker.config.broker_name
+        for queue_id in range(config.write_queue_nums):
+            max_offset = self.broker.max_offset(topic, queue_id)
+            last = await self.broker.message_store_timestamp(topic, queue_id, max_offset - 1) if max_offset > 0 else 0
+            table[fastjson.message_queue_key(topic, broker_name, queue_id)] = {
+                "lastUpdateTimestamp": last, "maxOffset": max_offset,
+                "minOffset": self.broker.min_offset(topic, queue_id)}
+        body = fastjson.dumps({"offsetTable": table}).encode("utf-8")
+        return request.response_to(ResponseCode.SUCCESS, None, None, body)
+
+    async def get_consume_stats(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        f = Fields(request.ext_fields)
+        group = f.str("consumerGroup")
+        topic = f.opt_str("topic")
+        offsets = self.broker.consumer_offset_manager
+        topics = [topic] if topic else sorted(offsets.which_topic_by_consumer(group))
+        table: dict[Any, Any] = {}
+        broker_name = self.broker.config.broker_name
+        for name in topics:
+            config = self.broker.topic_config_manager.select_topic_config(name)
+            if config is None:
+                continue
+            for queue_id in range(config.write_queue_nums):
+                broker_offset = self.broker.max_offset(name, queue_id)
+                consumer_offset = max(offsets.query_offset(group, name, queue_id), 0)
+                last = 0
+                if consumer_offset > 0:
+                    last = await self.broker.message_store_timestamp(name, queue_id, consumer_offset - 1)
+                pull_offset = max(offsets.query_pull_offset(group, name, queue_id), 0)
+                table[fastjson.message_queue_key(name, broker_name, queue_id)] = {
+                    "brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last,
+                    "pullOffset": pull_offset}
+        body = fastjson.dumps({"consumeTps": self.broker.consume_tps(group), "offsetTable": table}).encode("utf-8")
+        return request.response_to(ResponseCode.SUCCESS, None, None, body)
+
+    async def get_broker_runtime_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        cfg = self.broker.config
+        table: dict[str, str] = {str(k): str(v) for k, v in self.broker.store_runtime_info().items()}
+        table.update({
+            "brokerVersionDesc": f"OrbitMQ {__version__}",
+            "brokerVersion": str(getattr(request, "version", 0)),
+            "brokerName": cfg.broker_name,
+            "brokerId": str(cfg.broker_id),
+            "brokerAddr": cfg.broker_addr,
+            "clusterName": cfg.broker_cluster_name,
+            "brokerRole": str(self.broker.store_config.broker_role),
+            "bootTimestamp": str(self.started_at),
+            "runtime": f"[ {int((time.time() * 1000 - self.started_at) / 1000)} seconds ]",
+            "pythonVersion": platform.python_version(),
+            "sendThreadPoolQueueSize": str(len(self.broker.send_queue)),
+            "sendThreadPoolQueueCapacity": str(cfg.send_thread_pool_queue_capacity),
+            "pullRequestHoldCount": str(self.broker.pull_request_hold_service.parked_count()),
+            "consumerGroupCount": str(len(self.broker.consumer_manager.consumer_table)),
+            "producerGroupCount": str(self.broker.producer_manager.group_count()),
+            "topicCount": str(len(self.broker.topic_config_manager.topic_names())),
+        })
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body({"table": table}))
+
+    # ---- reset offsets ------------------------------------------------------------------------
+
+    async def reset_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        f = Fields(request.ext_fields)
+        topic, group = f.str("topic"), f.str("group")
+        timestamp = f.long("timestamp")
+        force = f.bool("isForce", True)
+        config = self._topic_config(topic)
+        offsets = self.broker.consumer_offset_manager
+        table: dict[Any, int] = {}
+        new_offsets: dict[int, int] = {}
+        broker_name = self.broker.config.broker_name
+        queue_ids = range(config.write_queue_nums)
+        if f.has("queueId") and f.int("queueId") >= 0:
+            # 5.x: reset one queue, to an explicit offset when given.
+            queue_id = f.int("queueId")
+            if queue_id >= max(config.write_queue_nums, config.read_queue_nums):
+                raise RequestError(ResponseCode.SYSTEM_ERROR, f"queueId[{queue_id}] is illegal for topic {topic}")
+            queue_ids = range(queue_id, queue_id + 1)
+            if f.has("offset") and f.long("offset") >= 0:
+                target = min(f.long("offset"), self.broker.max_offset(topic, queue_id))
+                offsets.commit_offset(group, topic, queue_id, target, self.broker.remote_addr(channel))
+                await offsets.persist_async()
+                body = fastjson.dumps({"offsetTable": {
+                    fastjson.message_queue_key(topic, broker_name, queue_id): target}}).encode("utf-8")
+                return request.response_to(ResponseCode.SUCCESS, None, None, body)
+        for queue_id in queue_ids:
+            current = offsets.query_offset(group, topic, queue_id)
+            if timestamp == -1:
+                target = self.broker.max_offset(topic, queue_id)
+            else:
+                target = await self.broker.offset_in_queue_by_time(topic, queue_id, timestamp)
+            if not force and 0 <= current <= target:
+                target = current
+            new_offsets[queue_id] = target
+            table[fastjson.message_queue_key(topic, broker_name, queue_id)] = target
+        for queue_id, target in new_offsets.items():
+            offsets.commit_offset(group, topic, queue_id, target, self.broker.remote_addr(channel))
+        await offsets.persist_async()
+        body = fastjson.dumps({"offsetTable": table}).encode("utf-8")
+        notify_fields = {"topic": topic, "group": group, "timestamp": str(timestamp),
+                         "isForce": "true" if force else "false"}
+        self.broker.notify_reset_offset(group, notify_fields, body)
+        log.info("reset offset of group %s topic %s to timestamp %d: %s", group, topic, timestamp, new_offsets)
+        return request.response_to(ResponseCode.SUCCESS, None, None, body)
+
+    # ---- runtime config -------------------------------------------------------------------------
+
+    async def update_broker_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG: body "key=value" lines; only keys safe to change while running."""
+        if not request.body:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "UPDATE_BROKER_CONFIG body is empty")
+        try:
+            text = bytes(request.body).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"config body is not UTF-8: {exc}") from None
+        updates: dict[str, str] = {}
+        for line in text.splitlines():
+            line = line.strip()
+            if not line or line[0] in "#!":
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or not key.strip():
+                raise RequestError(ResponseCode.SYSTEM_ERROR, f"bad config line {line[:80]!r}: expected key=value")
+            updates[key.strip()] = value.strip()
+        try:
+            changed = self.broker.update_runtime_config(updates)
+        except PermissionError as exc:
+            raise RequestError(ResponseCode.NO_PERMISSION, str(exc)) from None
+        except ValueError as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        log.info("updateBrokerConfig %s from %s", changed, self.broker.remote_addr(channel))
+        return request.response_to(ResponseCode.SUCCESS)
+
+    async def get_broker_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        text = self.broker.config.to_properties() + self.broker.store_config.to_properties()
+        version = encode_json_body(self.broker.topic_config_manager.data_version.to_json_dict()).decode()
+        return request.response_to(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))

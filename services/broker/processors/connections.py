@@ -1,0 +1,64 @@
+"""Who is connected: GET_CONSUMER_CONNECTION_LIST 203, GET_PRODUCER_CONNECTION_LIST 204 and
+QUERY_TOPIC_CONSUME_BY_WHO 300 (AdminBrokerProcessor upstream), read by mqadmin's
+consumerConnection / producerConnection / consumerProgress."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from orbitmq.broker.client.channel_info import ClientChannelInfo
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+from orbitmq.remoting.protocol import RemotingCommand
+
+from .base import Fields, RequestError, encode_json_body
+
+if TYPE_CHECKING:
+    from orbitmq.broker.controller import BrokerController
+
+
+def connection_json(info: ClientChannelInfo, remote_addr: str) -> dict[str, Any]:
+    """RocketMQ's Connection: clientId, clientAddr, language, version."""
+    return {"clientAddr": remote_addr, "clientId": info.client_id, "language": info.language,
+            "version": info.version}
+
+
+class ConnectionsProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def register(self) -> None:
+        b = self.broker
+        b.register_processor(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections)
+        b.register_processor(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.producer_connections)
+        b.register_processor(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, self.topic_consumed_by_who)
+
+    async def consumer_connections(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        group = Fields(request.ext_fields).str("consumerGroup")
+        info = self.broker.consumer_manager.get_consumer_group_info(group)
+        if info is None:
+            raise RequestError(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        body = {
+            "connectionSet": [connection_json(ci, self.broker.remote_addr(ci.channel))
+                              for ci in info.channel_info_table.values()],
+            "subscriptionTable": dict(info.subscription_table),
+            "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "consumeFromWhere": info.consume_from_where,
+        }
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(body))
+
+    async def producer_connections(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        group = Fields(request.ext_fields).str("producerGroup")
+        channels = self.broker.producer_manager.group_channel_table.get(group)
+        if not channels:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        body = {"connectionSet": [connection_json(ci, self.broker.remote_addr(ci.channel))
+                                  for ci in channels.values()]}
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(body))
+
+    async def topic_consumed_by_who(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        topic = Fields(request.ext_fields).str("topic")
+        groups = set(self.broker.consumer_manager.groups_subscribing(topic))
+        groups |= self.broker.consumer_offset_manager.which_group_by_topic(topic)
+        return request.response_to(ResponseCode.SUCCESS, None, None,
+                                   encode_json_body({"groupList": sorted(groups)}))

@@ -1,0 +1,225 @@
+"""PULL_MESSAGE (11) with long polling (PullMessageProcessor + PullRequestHoldService).
+
+A pull that finds nothing and carries FLAG_SUSPEND is parked in the hold service; this
+coroutine then awaits its release (a matching arrival, or the hold timeout) and re-runs the
+pull once without permission to suspend, answering with messages or PULL_NOT_FOUND. The
+committed offset piggy-backed on the pull (FLAG_COMMIT_OFFSET) is stored on the first pass only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orbitmq.broker.longpolling.pull_request_hold import PullRequest
+from orbitmq.common.constants import MASTER_ID, is_readable
+from orbitmq.common.sysflag import has_commit_offset_flag, has_subscription_flag, has_suspend_flag
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+from orbitmq.remoting.protocol import RemotingCommand
+
+from . import topic_support
+from .base import Fields, RequestError, ext
+from .filtering import build_filter, filter_from_subscription
+from .store_results import status_name
+
+if TYPE_CHECKING:
+    from orbitmq.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+SLAVE_ROLE = "SLAVE"
+# How much longer than its hold time a parked pull may wait for its release before the
+# processor gives up waiting on the hold service (a safety net; the service releases on time).
+RELEASE_GRACE_SECONDS = 2.0
+# Upper bound of a hold (~24.8 days): keeps timer arithmetic sane for absurd client values.
+MAX_HOLD_MILLIS = 2**31 - 1
+
+
+@dataclass(slots=True)
+class PullHeader:
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    subscription: str | None
+    sub_version: int
+    expression_type: str
+    max_msg_bytes: int | None
+
+
+def parse_pull_header(request: RemotingCommand) -> PullHeader:
+    f = Fields(request.ext_fields)
+    header = PullHeader(
+        consumer_group=f.str("consumerGroup"),
+        topic=f.str("topic"),
+        queue_id=f.int("queueId"),
+        queue_offset=f.long("queueOffset"),
+        max_msg_nums=f.int("maxMsgNums"),
+        sys_flag=f.int("sysFlag"),
+        commit_offset=f.long("commitOffset"),
+        suspend_timeout_millis=f.long("suspendTimeoutMillis"),
+        subscription=f.opt_str("subscription"),
+        sub_version=f.long("subVersion"),
+        expression_type=f.str("expressionType", "TAG") or "TAG",
+        max_msg_bytes=f.int("maxMsgBytes") if f.has("maxMsgBytes") else None,
+    )
+    if header.max_msg_nums <= 0:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"maxMsgNums[{header.max_msg_nums}] must be positive")
+    if header.suspend_timeout_millis < 0:
+        raise RequestError(ResponseCode.SYSTEM_ERROR,
+                           f"suspendTimeoutMillis[{header.suspend_timeout_millis}] must not be negative")
+    return header
+
+
+class PullMessageProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def register(self) -> None:
+        self.broker.register_processor(RequestCode.PULL_MESSAGE, self.process)
+
+    async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        header = parse_pull_header(request)
+        response, parked = await self._process(request, channel, header, allow_suspend=True)
+        if parked is None:
+            return response
+        wait = parked.timeout_millis / 1000.0 + RELEASE_GRACE_SECONDS
+        try:
+            await asyncio.wait_for(asyncio.shield(parked.woken), wait)
+        except TimeoutError:
+            log.warning("parked pull %s@%d was not released by the hold service in time",
+                        header.topic, header.queue_id)
+        finally:
+            parked.release(False)  # no-op when already released; drops it from later checks
+        response, _ = await self._process(request, channel, header, allow_suspend=False)
+        return response
+
+    async def _process(self, request: RemotingCommand, channel: Any, header: PullHeader,
+                       allow_suspend: bool) -> tuple[RemotingCommand | None, PullRequest | None]:
+        broker = self.broker
+        cfg = broker.config
+        if not is_readable(cfg.broker_permission):
+            raise RequestError(ResponseCode.NO_PERMISSION,
+                               f"the broker[{cfg.broker_ip1}] pulling message is forbidden")
+        group_config = topic_support.find_subscription_group_config(broker, header.consumer_group)
+        if group_config is None:
+            raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                               f"subscription group [{header.consumer_group}] does not exist, "
+                               "http://rocketmq.apache.org/docs/faq/")
+        if not group_config.consume_enable:
+            raise RequestError(ResponseCode.NO_PERMISSION,
+                               f"subscription group no permission, {header.consumer_group}")
+        suspend = has_suspend_flag(header.sys_flag)
+        commit = has_commit_offset_flag(header.sys_flag)
+        topic_config = broker.topic_config_manager.select_topic_config(header.topic)
+        if topic_config is None:
+            raise RequestError(ResponseCode.TOPIC_NOT_EXIST,
+                               f"topic[{header.topic}] not exist, apply first please! "
+                               "http://rocketmq.apache.org/docs/faq/")
+        if not is_readable(topic_config.perm):
+            raise RequestError(ResponseCode.NO_PERMISSION,
+                               f"the topic[{header.topic}] pulling message is forbidden")
+        if header.queue_id < 0 or header.queue_id >= topic_config.read_queue_nums:
+            raise RequestError(ResponseCode.SYSTEM_ERROR,
+                               f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                               f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] "
+                               f"consumer:[{broker.remote_addr(channel)}]")
+        message_filter = self._message_filter(header, group_config)
+
+        max_bytes = header.max_msg_bytes if header.max_msg_bytes and header.max_msg_bytes > 0 else None
+        result = await broker.get_message(header.consumer_group, header.topic, header.queue_id,
+                                          header.queue_offset, header.max_msg_nums, max_bytes, message_filter)
+        parked: PullRequest | None = None
+        if result is None:
+            response = request.response_to(ResponseCode.SYSTEM_ERROR, "store getMessage return null")
+        else:
+            response, not_found = self._build_response(request, header, result, group_config)
+            if not_found and allow_suspend and suspend:
+                polling = header.suspend_timeout_millis if cfg.long_polling_enable else cfg.short_polling_time_mills
+                polling = min(polling, MAX_HOLD_MILLIS)
+                parked = PullRequest(header.topic, header.queue_id, header.queue_offset, polling, message_filter)
+                broker.pull_request_hold_service.suspend_pull_request(parked)
+                response = None
+        if allow_suspend and commit and broker.store_config.broker_role != SLAVE_ROLE:
+            broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
+                                                         header.commit_offset, broker.remote_addr(channel))
+        return response, parked
+
+    def _message_filter(self, header: PullHeader, group_config: Any) -> Any:
+        broker = self.broker
+        if has_subscription_flag(header.sys_flag):
+            if header.expression_type.upper() != "TAG" and not broker.config.enable_property_filter:
+                raise RequestError(ResponseCode.SYSTEM_ERROR,
+                                   f"The broker does not support consumer to filter message by "
+                                   f"{header.expression_type}")
+            return build_filter(header.expression_type, header.subscription or "*", header.topic,
+                                header.consumer_group)
+        group_info = broker.consumer_manager.get_consumer_group_info(header.consumer_group)
+        if group_info is None:
+            raise RequestError(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist "
+                               "http://rocketmq.apache.org/docs/faq/")
+        if not group_config.consume_broadcast_enable and group_info.message_model == "BROADCASTING":
+            raise RequestError(ResponseCode.NO_PERMISSION,
+                               f"the consumer group[{header.consumer_group}] can not consume by broadcast way")
+        sub = group_info.subscription_table.get(header.topic)
+        if sub is None:
+            raise RequestError(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist "
+                               "http://rocketmq.apache.org/docs/faq/")
+        try:
+            sub_version = int(sub.get("subVersion", 0))
+        except (TypeError, ValueError):
+            sub_version = 0
+        if sub_version < header.sub_version:
+            raise RequestError(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+        expression_type = str(sub.get("expressionType") or "TAG")
+        if expression_type.upper() != "TAG" and not broker.config.enable_property_filter:
+            raise RequestError(ResponseCode.SYSTEM_ERROR,
+                               f"The broker does not support consumer to filter message by {expression_type}")
+        return filter_from_subscription(sub, header.topic, header.consumer_group)
+
+    def _build_response(self, request: RemotingCommand, header: PullHeader, result: Any,
+                        group_config: Any) -> tuple[RemotingCommand, bool]:
+        broker = self.broker
+        status = status_name(result.status)
+        suggest = MASTER_ID
+        if getattr(result, "suggest_pulling_from_slave", False) and broker.config.slave_read_enable:
+            suggest = group_config.which_broker_when_consume_slowly
+        fields = ext(suggestWhichBrokerId=suggest, nextBeginOffset=result.next_begin_offset,
+                     minOffset=result.min_offset, maxOffset=result.max_offset)
+        body = b""
+        not_found = False
+        if broker.store_config.broker_role == SLAVE_ROLE and not broker.config.slave_read_enable:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            fields["suggestWhichBrokerId"] = str(MASTER_ID)
+        elif status == "FOUND":
+            code = ResponseCode.SUCCESS
+            body = broker.message_bodies(result)
+            broker.record_pulled(header.consumer_group, result.message_count)
+        elif status in ("MESSAGE_WAS_REMOVING", "NO_MATCHED_MESSAGE"):
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        elif status in ("NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE"):
+            if header.queue_offset != 0:
+                code = ResponseCode.PULL_OFFSET_MOVED
+                log.info("the broker stores no queue data, fix the request offset %d to %d, topic %s "
+                         "queue %d group %s", header.queue_offset, result.next_begin_offset, header.topic,
+                         header.queue_id, header.consumer_group)
+            else:
+                code = ResponseCode.PULL_NOT_FOUND
+                not_found = True
+        elif status in ("OFFSET_FOUND_NULL", "OFFSET_OVERFLOW_ONE"):
+            code = ResponseCode.PULL_NOT_FOUND
+            not_found = True
+        elif status in ("OFFSET_OVERFLOW_BADLY", "OFFSET_TOO_SMALL"):
+            code = ResponseCode.PULL_OFFSET_MOVED
+            log.info("pull offset moved: %s, topic %s queue %d offset %d group %s", status, header.topic,
+                     header.queue_id, header.queue_offset, header.consumer_group)
+        else:
+            code = ResponseCode.SYSTEM_ERROR
+            status = f"unknown get message status {status}"
+        return request.response_to(code, status, fields, body), not_found

@@ -1,0 +1,46 @@
+"""The broker's table of Remoting processors, each wrapped in the malformed-request guard.
+
+Other broker modules (retry/DLQ send-back, POP, transactions) add their codes through
+``ProcessorRegistry.register`` and get the same guarantee: a refused or malformed request is
+answered with a response code and remark, and no exception ever reaches the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from orbitmq.remoting.codes import ResponseCode
+from orbitmq.remoting.protocol import RemotingCommand
+
+from .base import RequestError
+
+log = logging.getLogger(__name__)
+
+Processor = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand | None]]
+
+
+def guard(code: int, processor: Processor) -> Processor:
+    async def guarded(request: RemotingCommand, channel: Any) -> RemotingCommand | None:
+        try:
+            return await processor(request, channel)
+        except RequestError as exc:
+            return request.response_to(exc.code, exc.remark)
+        except Exception as exc:  # the guard's whole purpose: never let a request kill the server
+            log.exception("processor for request code %s failed", code)
+            return request.response_to(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:512])
+
+    guarded.__name__ = getattr(processor, "__name__", "processor")
+    return guarded
+
+
+class ProcessorRegistry:
+    def __init__(self) -> None:
+        self.table: dict[int, Processor] = {}
+
+    def register(self, code: int, processor: Processor) -> None:
+        self.table[int(code)] = guard(int(code), processor)
+
+    def codes(self) -> list[int]:
+        return sorted(self.table)

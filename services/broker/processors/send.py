@@ -1,0 +1,255 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+
+Checks run in RocketMQ's order (AbstractSendMessageProcessor.msgCheck, then the store's
+pre-checks), each refusal answered with upstream's response code and remark. Accepted messages
+wait in the explicit send queue (flow control) and are stored through
+``broker.put_message``, where the before-put hooks (delay-level redirect) run.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orbitmq.common import validators
+from orbitmq.common.constants import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic,
+    is_writeable,
+)
+from orbitmq.common.message import MessageConst, string_to_properties
+from orbitmq.common.sysflag import MULTI_TAGS_FLAG, TRANSACTION_PREPARED_TYPE, get_transaction_value
+from orbitmq.common.topic_config import MULTI_TAG
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+from orbitmq.remoting.protocol import RemotingCommand
+
+from . import topic_support
+from .base import Fields, RequestError
+from .batch_codec import BatchDecodeError, decode_batch
+from .store_results import map_put_result
+
+if TYPE_CHECKING:
+    from orbitmq.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+DLQ_NUMS_PER_GROUP = 1
+# SendMessageRequestHeaderV2's one-letter names -> SendMessageRequestHeader's names.
+V2_FIELD_NAMES = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
+    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
+}
+
+
+@dataclass(slots=True)
+class SendHeader:
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str
+    reconsume_times: int
+    unit_mode: bool
+    max_reconsume_times: int | None
+    batch: bool
+
+
+def parse_send_header(request: RemotingCommand) -> SendHeader:
+    raw = dict(request.ext_fields or {})
+    if request.code == RequestCode.SEND_MESSAGE_V2 or "b" in raw:
+        raw = {V2_FIELD_NAMES.get(k, k): v for k, v in raw.items()}
+    f = Fields(raw)
+    max_reconsume = f.int("maxReconsumeTimes") if f.has("maxReconsumeTimes") else None
+    return SendHeader(
+        producer_group=f.str("producerGroup"),
+        topic=f.str("topic"),
+        default_topic=f.str("defaultTopic"),
+        default_topic_queue_nums=f.int("defaultTopicQueueNums"),
+        queue_id=f.int("queueId"),
+        sys_flag=f.int("sysFlag"),
+        born_timestamp=f.long("bornTimestamp"),
+        flag=f.int("flag"),
+        properties=f.str("properties", required=False),
+        reconsume_times=f.int("reconsumeTimes", 0),
+        unit_mode=f.bool("unitMode", False),
+        max_reconsume_times=max_reconsume,
+        batch=f.bool("batch", False) or request.code == RequestCode.SEND_BATCH_MESSAGE,
+    )
+
+
+class SendMessageProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def register(self) -> None:
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            self.broker.register_processor(code, self.process)
+
+    async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        header = parse_send_header(request)
+        region = {MessageConst.MSG_REGION: self.broker.config.region_id,
+                  MessageConst.TRACE_SWITCH: "true" if self.broker.config.trace_on else "false"}
+        try:
+            if header.batch:
+                fields = await self._send_batch(request, channel, header)
+            else:
+                fields = await self._send_one(request, channel, header)
+        except RequestError as exc:
+            return request.response_to(exc.code, exc.remark, region)
+        code, remark, extra = fields
+        return request.response_to(code, remark, {**region, **extra})
+
+    # ---- checks --------------------------------------------------------------------------
+
+    def _msg_check(self, header: SendHeader, channel: Any) -> Any:
+        broker = self.broker
+        cfg = broker.config
+        if broker.now_ms() < cfg.start_accept_send_request_time_stamp:
+            raise RequestError(ResponseCode.SYSTEM_ERROR,
+                               f"broker unable to service, until {cfg.start_accept_send_request_time_stamp}")
+        if not is_writeable(cfg.broker_permission):
+            raise RequestError(ResponseCode.NO_PERMISSION,
+                               f"the broker[{cfg.broker_ip1}] sending message is forbidden")
+        try:
+            validators.check_topic(header.topic)
+        except validators.ValidationError as exc:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+        if validators.is_not_allowed_send_topic(header.topic):
+            raise RequestError(ResponseCode.NO_PERMISSION,
+                               f"Sending message to topic[{header.topic}] is forbidden.")
+        topic_config = broker.topic_config_manager.select_topic_config(header.topic)
+        if topic_config is None:
+            sys_flag = 0
+            if header.unit_mode:
+                sys_flag = 1 if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else 2
+            topic_config = topic_support.create_topic_in_send_message_method(
+                broker, header.topic, header.default_topic, header.default_topic_queue_nums, sys_flag,
+                broker.remote_addr(channel))
+            if topic_config is None and header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                topic_config = topic_support.create_topic_in_send_message_back_method(
+                    broker, header.topic, 1, PERM_WRITE | PERM_READ, sys_flag)
+            if topic_config is None:
+                raise RequestError(ResponseCode.TOPIC_NOT_EXIST,
+                                   f"topic[{header.topic}] not exist, apply first please! "
+                                   "http://rocketmq.apache.org/docs/faq/")
+        if not is_writeable(topic_config.perm):
+            raise RequestError(ResponseCode.NO_PERMISSION,
+                               f"the topic[{header.topic}] sending message is forbidden")
+        valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+        if header.queue_id >= valid:
+            raise RequestError(ResponseCode.SYSTEM_ERROR,
+                               f"request queueId[{header.queue_id}] is illegal, {topic_config} "
+                               f"Producer: {broker.remote_addr(channel)}")
+        return topic_config
+
+    def _check_body_and_properties(self, body: bytes, properties: str) -> None:
+        max_size = self.broker.store_config.max_message_size
+        if len(body) > max_size:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL,
+                               f"the message body size {len(body)} is over the limit {max_size}")
+        try:
+            validators.check_properties_size(properties)
+        except validators.ValidationError as exc:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+
+    def _pick_queue(self, header: SendHeader, topic_config: Any) -> int:
+        if header.queue_id < 0:
+            return abs(random.randrange(-(2**31), 2**31) % 99999999) % max(1, topic_config.write_queue_nums)
+        return header.queue_id
+
+    def _handle_retry_and_dlq(self, header: SendHeader, props: dict[str, str]) -> tuple[str, int | None]:
+        """For a send to %RETRY%<group>: the DLQ topic and queue once retries are exhausted."""
+        if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return header.topic, None
+        group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        group_config = topic_support.find_subscription_group_config(self.broker, group)
+        if group_config is None:
+            raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                               f"subscription group not exist, {group} http://rocketmq.apache.org/docs/faq/")
+        max_reconsume = group_config.retry_max_times
+        # Clients since V3_4_9 send their own maxReconsumeTimes, which then wins.
+        if header.max_reconsume_times is not None:
+            max_reconsume = header.max_reconsume_times
+        if header.reconsume_times < max_reconsume:
+            return header.topic, None
+        topic = dlq_topic(group)
+        topic_support.create_topic_in_send_message_back_method(self.broker, topic, DLQ_NUMS_PER_GROUP,
+                                                               PERM_WRITE, 0)
+        props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+        return topic, random.randrange(DLQ_NUMS_PER_GROUP)
+
+    def _check_transaction(self, props: dict[str, str]) -> None:
+        if self.broker.config.reject_transaction_message and props.get(MessageConst.TRANSACTION_PREPARED) == "true":
+            raise RequestError(ResponseCode.NO_PERMISSION,
+                               f"the broker[{self.broker.config.broker_ip1}] sending transaction message is forbidden")
+
+    # ---- single message -------------------------------------------------------------------
+
+    async def _send_one(self, request: RemotingCommand, channel: Any,
+                        header: SendHeader) -> tuple[int, str | None, dict[str, str]]:
+        topic_config = self._msg_check(header, channel)
+        body = bytes(request.body or b"")
+        self._check_body_and_properties(body, header.properties)
+        queue_id = self._pick_queue(header, topic_config)
+        props = string_to_properties(header.properties)
+        topic, dlq_queue = self._handle_retry_and_dlq(header, props)
+        if dlq_queue is not None:
+            queue_id = dlq_queue
+        self._check_transaction(props)
+        sys_flag = header.sys_flag
+        if topic_config.topic_filter_type == MULTI_TAG:
+            sys_flag |= MULTI_TAGS_FLAG
+        inner = self.broker.new_inner_message(
+            topic=topic, queue_id=queue_id, body=body, flag=header.flag, properties=props,
+            sys_flag=sys_flag, born_timestamp=header.born_timestamp,
+            born_host=self.broker.remote_addr(channel), reconsume_times=header.reconsume_times,
+            tags_filter_type=topic_config.topic_filter_type)
+        result = await self.broker.send_queue.submit(lambda: self.broker.put_message(inner))
+        return map_put_result(result, queue_id, batch=False)
+
+    # ---- batch ----------------------------------------------------------------------------
+
+    async def _send_batch(self, request: RemotingCommand, channel: Any,
+                          header: SendHeader) -> tuple[int, str | None, dict[str, str]]:
+        topic_config = self._msg_check(header, channel)
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"Batch request does not support retry group {header.topic}")
+        if header.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"Batch request does not support DLQ topic {header.topic}")
+        body = bytes(request.body or b"")
+        max_size = self.broker.store_config.max_message_size
+        if len(body) > max_size:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL,
+                               f"the batch body size {len(body)} is over the limit {max_size}")
+        try:
+            items = decode_batch(body)
+        except BatchDecodeError as exc:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"the batch message is illegal: {exc}") from None
+        queue_id = self._pick_queue(header, topic_config)
+        sys_flag = header.sys_flag
+        if topic_config.topic_filter_type == MULTI_TAG:
+            sys_flag |= MULTI_TAGS_FLAG
+        born_host = self.broker.remote_addr(channel)
+        inners = []
+        for item in items:
+            self._check_body_and_properties(item.body, item.properties)
+            props = string_to_properties(item.properties)
+            self._check_transaction(props)
+            if get_transaction_value(sys_flag) == TRANSACTION_PREPARED_TYPE:
+                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support transaction")
+            inners.append(self.broker.new_inner_message(
+                topic=header.topic, queue_id=queue_id, body=item.body, flag=item.flag, properties=props,
+                sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
+                reconsume_times=header.reconsume_times, tags_filter_type=topic_config.topic_filter_type))
+        result = await self.broker.send_queue.submit(lambda: self.broker.put_messages(inners))
+        return map_put_result(result, queue_id, batch=True)

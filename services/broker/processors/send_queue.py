@@ -1,0 +1,145 @@
+"""The send thread pool's queue, made explicit so broker fast-failure can measure it.
+
+Upstream, sends wait in a bounded queue in front of the send executor, and BrokerFastFailure
+looks at the head every 10 ms: a request that waited longer than waitTimeMillsInSendQueue is
+answered SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]…", and while the CommitLog lock has been held longer
+than osPageCacheBusyTimeOutMills every queued send is answered "[PC_SYNCHRONIZED]…". A full
+queue answers "[OVERLOAD]…". Producers do not retry these, which is the point: back-pressure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from orbitmq.remoting.codes import ResponseCode
+
+from .base import RequestError
+
+log = logging.getLogger(__name__)
+
+CLEAN_INTERVAL_SECONDS = 0.010
+
+
+@dataclass(eq=False)
+class _SendTask:
+    enqueued: float
+    run: Callable[[], Awaitable[Any]]
+    future: asyncio.Future[Any]
+
+    def waited_ms(self, now: float) -> int:
+        return int((now - self.enqueued) * 1000)
+
+
+class SendQueue:
+    def __init__(self, workers: int, capacity: int, wait_limit_ms: Callable[[], int],
+                 fast_failure_enable: bool = True, page_cache_busy: Callable[[], bool] | None = None,
+                 worker_delay_ms: Callable[[], int] | None = None) -> None:
+        self.workers = max(1, workers)
+        self.capacity = max(1, capacity)
+        self._wait_limit_ms = wait_limit_ms
+        self._fast_failure_enable = fast_failure_enable
+        self._page_cache_busy = page_cache_busy or (lambda: False)
+        self._worker_delay_ms = worker_delay_ms or (lambda: 0)
+        self._queue: deque[_SendTask] = deque()
+        self._ready = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._inflight: set[asyncio.Future[Any]] = set()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    async def start(self) -> None:
+        self._ready = asyncio.Event()
+        self._tasks = [asyncio.create_task(self._worker(), name=f"SendMessageThread_{i}")
+                       for i in range(self.workers)]
+        if self._fast_failure_enable:
+            self._tasks.append(asyncio.create_task(self._clean_expired(), name="BrokerFastFailure"))
+
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if self._inflight:  # appended already: let their flush waits finish before the store closes
+            await asyncio.gather(*self._inflight, return_exceptions=True)
+        while self._queue:
+            self._reject(self._queue.popleft(), ResponseCode.SERVICE_NOT_AVAILABLE, "broker is shutting down")
+
+    async def submit(self, run: Callable[[], Awaitable[Any]]) -> Any:
+        if len(self._queue) >= self.capacity:
+            raise RequestError(ResponseCode.SYSTEM_BUSY,
+                               "[OVERLOAD]system busy, start flow control for a while")
+        task = _SendTask(time.monotonic(), run, asyncio.get_running_loop().create_future())
+        self._queue.append(task)
+        self._ready.set()
+        return await task.future
+
+    @staticmethod
+    def _reject(task: _SendTask, code: int, remark: str) -> None:
+        if not task.future.done():
+            task.future.set_exception(RequestError(code, remark))
+
+    def _busy_remark(self, tag: str, task: _SendTask, now: float) -> str:
+        return (f"[{tag}]broker busy, start flow control for a while, period in queue: "
+                f"{task.waited_ms(now)}ms, size of queue: {len(self._queue)}")
+
+    async def _worker(self) -> None:
+        while True:
+            while not self._queue:
+                self._ready.clear()
+                await self._ready.wait()
+            task = self._queue.popleft()
+            if task.future.done():
+                continue
+            now = time.monotonic()
+            if self._fast_failure_enable and task.waited_ms(now) > self._wait_limit_ms():
+                self._reject(task, ResponseCode.SYSTEM_BUSY, self._busy_remark("TIMEOUT_CLEAN_QUEUE", task, now))
+                continue
+            delay = self._worker_delay_ms()
+            if delay > 0:
+                await asyncio.sleep(delay / 1000.0)
+            # Like upstream's asyncPutMessage: the worker only waits for the append. The store
+            # appends synchronously in the put's first step, so starting the put and yielding once
+            # keeps queue order, while a SYNC_FLUSH disk wait no longer holds up the next send.
+            put = asyncio.ensure_future(task.run())
+            self._inflight.add(put)
+            put.add_done_callback(self._inflight.discard)
+            put.add_done_callback(lambda done, task=task: self._complete(task, done))
+            await asyncio.sleep(0)
+
+    @staticmethod
+    def _complete(task: _SendTask, put: asyncio.Future[Any]) -> None:
+        if task.future.done():
+            return
+        if put.cancelled():
+            task.future.cancel()
+        elif put.exception() is not None:  # handed to the waiting processor, which the guard answers
+            task.future.set_exception(put.exception())
+        else:
+            task.future.set_result(put.result())
+
+    async def _clean_expired(self) -> None:
+        while True:
+            await asyncio.sleep(CLEAN_INTERVAL_SECONDS)
+            try:
+                now = time.monotonic()
+                if self._queue and self._page_cache_busy():
+                    while self._queue:
+                        task = self._queue.popleft()
+                        self._reject(task, ResponseCode.SYSTEM_BUSY, self._busy_remark("PC_SYNCHRONIZED", task, now))
+                    continue
+                limit = self._wait_limit_ms()
+                while self._queue and self._queue[0].waited_ms(now) > limit:
+                    task = self._queue.popleft()
+                    self._reject(task, ResponseCode.SYSTEM_BUSY, self._busy_remark("TIMEOUT_CLEAN_QUEUE", task, now))
+            except Exception:
+                log.exception("broker fast failure check failed")

@@ -1,0 +1,54 @@
+"""Store results -> Remoting responses (SendMessageProcessor's PutMessageStatus mapping, §2.8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orbitmq.remoting.codes import ResponseCode
+
+from .base import ext
+
+# status name -> (response code, stored?, remark)
+_PUT_STATUS: dict[str, tuple[int, bool, str | None]] = {
+    "PUT_OK": (ResponseCode.SUCCESS, True, None),
+    "FLUSH_DISK_TIMEOUT": (ResponseCode.FLUSH_DISK_TIMEOUT, True, None),
+    "FLUSH_SLAVE_TIMEOUT": (ResponseCode.FLUSH_SLAVE_TIMEOUT, True, None),
+    "SLAVE_NOT_AVAILABLE": (ResponseCode.SLAVE_NOT_AVAILABLE, True, None),
+    "CREATE_MAPEDFILE_FAILED": (ResponseCode.SYSTEM_ERROR, False,
+                                "create mapped file failed, server is busy or broken."),
+    "CREATE_MAPPED_FILE_FAILED": (ResponseCode.SYSTEM_ERROR, False,
+                                  "create mapped file failed, server is busy or broken."),
+    "MESSAGE_ILLEGAL": (ResponseCode.MESSAGE_ILLEGAL, False,
+                        "the message is illegal, maybe msg body or properties length not matched. "
+                        "msg body length limit 4m, msg properties length limit 32k."),
+    "PROPERTIES_SIZE_EXCEEDED": (ResponseCode.MESSAGE_ILLEGAL, False,
+                                 "the message is illegal, maybe msg body or properties length not matched. "
+                                 "msg body length limit 4m, msg properties length limit 32k."),
+    "SERVICE_NOT_AVAILABLE": (ResponseCode.SERVICE_NOT_AVAILABLE, False,
+                              "service not available now. It may be caused by one of the following reasons: "
+                              "the broker's disk is full, messages are put to the slave, message store has "
+                              "been shut down, etc."),
+    "OS_PAGECACHE_BUSY": (ResponseCode.SYSTEM_ERROR, False,
+                          "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    "OS_PAGE_CACHE_BUSY": (ResponseCode.SYSTEM_ERROR, False,
+                           "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    "DISK_FULL": (ResponseCode.SERVICE_NOT_AVAILABLE, False,
+                  "service not available now, maybe disk full, please check the broker's disk usage."),
+    "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, False, "UNKNOWN_ERROR"),
+}
+
+
+def status_name(status: Any) -> str:
+    return getattr(status, "name", None) or str(status)
+
+
+def map_put_result(result: Any, queue_id: int, batch: bool) -> tuple[int, str | None, dict[str, str]]:
+    """(code, remark, response extFields) for a PutMessageResult."""
+    if result is None:
+        return ResponseCode.SYSTEM_ERROR, "store putMessage return null", {}
+    name = status_name(result.status)
+    code, stored, remark = _PUT_STATUS.get(name, (ResponseCode.SYSTEM_ERROR, False, "UNKNOWN_ERROR DEFAULT"))
+    if not stored:
+        return code, remark, {}
+    append = result.append_message_result
+    return code, remark, ext(msgId=append.msg_id, queueId=queue_id, queueOffset=append.logics_offset)
