@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from orbitmq.admin.fastjson_tables import loads, message_queue_pairs
 from orbitmq.client import MQBrokerError, MQClientAPI, MQClientError
 from orbitmq.common.constants import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -20,6 +19,7 @@ from orbitmq.common.constants import (
     TOOLS_CONSUMER_GROUP,
     is_sys_consumer_group,
 )
+from orbitmq.common.fastjson import loads, message_queue_pairs
 from orbitmq.common.message import MessageExt
 from orbitmq.common.message_codec import decode_records
 from orbitmq.common.message_id import decode_offset_message_id

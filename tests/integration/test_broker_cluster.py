@@ -322,7 +322,7 @@ async def test_consumer_registry_notifications_and_orderly_locks(procs, tmp_path
 
 
 async def test_queries_stats_and_reset_offset(procs, tmp_path: Path) -> None:
-    from orbitmq.broker.processors import fastjson
+    from orbitmq.common import fastjson
 
     addr = await start_single_broker(procs, tmp_path, "broker-query")
     async with RemotingClient() as client:

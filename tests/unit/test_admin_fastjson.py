@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orbitmq.admin.fastjson_tables import loads, message_queue_pairs
+from orbitmq.common.fastjson import loads, message_queue_pairs
 
 
 def test_object_keys_become_pairs() -> None:

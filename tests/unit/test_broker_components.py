@@ -14,12 +14,12 @@ from orbitmq.broker.client.channel_info import ClientChannelInfo
 from orbitmq.broker.client.consumer_manager import ConsumerManager
 from orbitmq.broker.client.rebalance_lock import RebalanceLockManager
 from orbitmq.broker.longpolling.pull_request_hold import PullRequest, PullRequestHoldService
-from orbitmq.broker.processors import fastjson
 from orbitmq.broker.processors.admin import parse_attributes
 from orbitmq.broker.processors.base import Fields, RequestError
 from orbitmq.broker.processors.batch_codec import BatchDecodeError, BatchItem, decode_batch, encode_batch
 from orbitmq.broker.processors.filtering import matches
 from orbitmq.broker.processors.send_queue import SendQueue
+from orbitmq.common import fastjson
 from orbitmq.common.filter import build_message_filter, java_string_hash
 from orbitmq.remoting.codes import ResponseCode
 

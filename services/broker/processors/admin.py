@@ -12,13 +12,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from orbitmq import __version__
-from orbitmq.common import validators
+from orbitmq.common import fastjson, validators
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TOPIC_FILTER_TYPES, TopicConfig, normalize_attributes
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 
-from . import fastjson
 from .base import Fields, RequestError, encode_json_body
 from .client_manage import decode_body
 

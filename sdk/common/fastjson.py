@@ -18,6 +18,9 @@ from typing import Any
 
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _WS = " \t\r\n"
+_BARE_KEY = re.compile(r"[A-Za-z_$][\w$]*")
+# RocketMQ's tables nest a handful of levels; anything deeper is garbage, refused early.
+MAX_DEPTH = 64
 
 
 class ObjectKey(tuple):
@@ -81,7 +84,7 @@ class _Parser:
         ch = self.text[self.pos]
         if ch in "{[":
             self.depth += 1
-            if self.depth > 200:
+            if self.depth > MAX_DEPTH:
                 raise self.error("JSON nested too deeply")
             result = self.object() if ch == "{" else self.array()
             self.depth -= 1
@@ -109,7 +112,12 @@ class _Parser:
             return result
         while True:
             self.ws()
-            key = self.value()
+            bare = _BARE_KEY.match(self.text, self.pos)
+            if bare and not self.text.startswith(("true", "false", "null"), self.pos):
+                key = bare.group()  # lenient readers (fastjson) accept unquoted names
+                self.pos = bare.end()
+            else:
+                key = self.value()
             if isinstance(key, dict):
                 key = ObjectKey.of(key)
             elif not isinstance(key, str):
@@ -160,3 +168,23 @@ def loads(data: str | bytes) -> Any:
 def message_queue_key(topic: str, broker_name: str, queue_id: int) -> ObjectKey:
     """A MessageQueue as fastjson writes it: {"brokerName","queueId","topic"}."""
     return ObjectKey.of({"brokerName": broker_name, "queueId": queue_id, "topic": topic})
+
+
+def message_queue_pairs(table: Any) -> list[tuple[dict[str, Any], Any]]:
+    """(MessageQueue dict, value) pairs of a table keyed by MessageQueue objects.
+
+    Accepts fastjson's object keys (ObjectKey) and keys that are JSON text of an object, which
+    is how a standard JSON writer would have had to encode them.
+    """
+    pairs: list[tuple[dict[str, Any], Any]] = []
+    for key, value in (table or {}).items():
+        if isinstance(key, ObjectKey):
+            pairs.append((key.as_dict(), value))
+        elif isinstance(key, str) and key.startswith("{"):
+            try:
+                decoded = loads(key)
+            except ValueError:
+                continue
+            if isinstance(decoded, dict):
+                pairs.append((decoded, value))
+    return pairs
