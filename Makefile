@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard proto/apache/rocketmq/v2/*.proto)
 PROTO_STAMP := sdk/proto/.generated
 
-.PHONY: setup run test proto lint bench bench-store clean
+.PHONY: setup run test proto lint bench bench-store clean node
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -20,6 +20,16 @@ $(PROTO_STAMP): $(PROTO_SRC) proto/generate.py $(STAMP)
 
 setup: $(STAMP) $(PROTO_STAMP)
 
+# The official RocketMQ 5 Node.js client for the interop tests, pinned by its lockfile.
+NODE_DIR := tests/interop/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
+
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund
+	touch $@
+
+node: $(NODE_STAMP)
+
 proto: $(STAMP)
 	$(BIN)/python proto/generate.py
 	touch $(PROTO_STAMP)
@@ -27,7 +37,7 @@ proto: $(STAMP)
 run: setup
 	$(BIN)/orbitmq local
 
-test: setup
+test: setup node
 	$(BIN)/python -m pytest -q
 
 lint: setup

@@ -19,6 +19,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from orbitmq.common import fastjson
 from orbitmq.common.constants import MASTER_ID
 from orbitmq.common.topic_config import SINGLE_TAG, TOPIC_FILTER_TYPES, TopicConfig
 
@@ -36,61 +37,6 @@ class RouteDataError(ValueError):
 # ---- tolerant JSON ----------------------------------------------------------------------------
 
 
-def _quote_bare_keys(text: str) -> str:
-    """Rewrite fastjson output so that every object key is a quoted string.
-
-    Walks the text once, tracking string literals and whether the innermost container is an
-    object; at a key position a token that does not start with a quote is wrapped in quotes.
-    """
-    out: list[str] = []
-    stack: list[str] = []
-    expecting_key = False
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == '"':
-            j = i + 1
-            while j < n:
-                c = text[j]
-                if c == "\\":
-                    j += 2
-                    continue
-                if c == '"':
-                    break
-                j += 1
-            out.append(text[i : j + 1])
-            i = j + 1
-            expecting_key = False
-            continue
-        if ch in " \t\r\n":
-            out.append(ch)
-            i += 1
-            continue
-        if expecting_key and ch != "}":
-            j = text.find(":", i)
-            if j < 0:
-                raise RouteDataError("unterminated object key")
-            key = text[i:j].strip()
-            out.append(json.dumps(key))
-            i = j
-            expecting_key = False
-            continue
-        if ch in "{[":
-            stack.append(ch)
-            expecting_key = ch == "{"
-        elif ch in "}]":
-            if stack:
-                stack.pop()
-            expecting_key = False
-        elif ch == ",":
-            expecting_key = bool(stack) and stack[-1] == "{"
-        else:
-            expecting_key = False
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
 def parse_json(data: bytes | str) -> Any:
     """Parse standard JSON or fastjson's unquoted-key dialect; RouteDataError on garbage."""
     try:
@@ -99,11 +45,11 @@ def parse_json(data: bytes | str) -> Any:
         raise RouteDataError(f"body is not UTF-8: {exc}") from None
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         pass
     try:
-        return json.loads(_quote_bare_keys(text))
-    except (json.JSONDecodeError, RouteDataError) as exc:
+        return fastjson.loads(text)
+    except ValueError as exc:
         raise RouteDataError(f"body is not valid JSON: {exc}") from None
 
 
