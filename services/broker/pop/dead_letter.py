@@ -1,0 +1,76 @@
+"""Re-puts a popped message into its group's pop retry topic or %DLQ%<group>.
+
+Shared by the revive service (un-acked messages whose invisible time passed) and orderly pops
+(a message delivered more than the group's retryMaxTimes is moved aside instead of blocking its
+queue forever). The copy keeps body, flag, properties and the message id (UNIQ_KEY) and
+carries reconsumeTimes + 1, as RocketMQ's revive does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from orbitmq.broker.processors import topic_support
+from orbitmq.broker.store.model import MessageExtBrokerInner
+from orbitmq.common.constants import PERM_READ, PERM_WRITE
+from orbitmq.common.message import MessageConst, MessageExt, properties_to_string
+
+from .constants import RETRY_QUEUE_NUM, build_pop_retry_topic, dlq_topic, is_retry_topic, parse_normal_topic
+
+log = logging.getLogger(__name__)
+
+DLQ_NUMS_PER_GROUP = 1
+DEFAULT_RETRY_MAX_TIMES = 16
+
+
+def retry_max_times(broker: Any, group: str) -> int:
+    config = broker.subscription_group_manager.get(group)
+    return config.retry_max_times if config is not None else DEFAULT_RETRY_MAX_TIMES
+
+
+def _inner(broker: Any, topic: str, msg: MessageExt, properties: dict[str, str],
+           reconsume_times: int) -> MessageExtBrokerInner:
+    host = (broker.config.broker_ip1, broker.config.listen_port)
+    return MessageExtBrokerInner(
+        topic=topic, queue_id=0, body=msg.body, flag=msg.flag, properties=properties,
+        properties_string=properties_to_string(properties), born_timestamp=msg.born_timestamp,
+        born_host=host, store_host=host, reconsume_times=reconsume_times, sys_flag=msg.sys_flag)
+
+
+def retry_message(broker: Any, topic: str, group: str, msg: MessageExt, pop_time: int) -> MessageExtBrokerInner:
+    retry_topic = topic if is_retry_topic(topic) else build_pop_retry_topic(topic, group)
+    properties = dict(msg.properties)
+    properties.pop(MessageConst.POP_CK, None)
+    if msg.reconsume_times == 0 or MessageConst.FIRST_POP_TIME not in properties:
+        properties[MessageConst.FIRST_POP_TIME] = str(pop_time)
+    topic_support.create_topic_in_send_message_back_method(broker, retry_topic, RETRY_QUEUE_NUM,
+                                                           PERM_READ | PERM_WRITE, 0)
+    return _inner(broker, retry_topic, msg, properties, msg.reconsume_times + 1)
+
+
+def dlq_message(broker: Any, topic: str, group: str, msg: MessageExt, reconsume_times: int) -> MessageExtBrokerInner:
+    properties = dict(msg.properties)
+    properties.pop(MessageConst.POP_CK, None)
+    origin_topic = parse_normal_topic(topic, group)
+    properties.setdefault(MessageConst.RETRY_TOPIC, origin_topic)
+    properties.setdefault(MessageConst.DLQ_ORIGIN_TOPIC, origin_topic)
+    properties.setdefault(MessageConst.DLQ_ORIGIN_MESSAGE_ID, msg.uniq_id_or_msg_id)
+    target = dlq_topic(group)
+    topic_support.create_topic_in_send_message_back_method(broker, target, DLQ_NUMS_PER_GROUP,
+                                                           PERM_READ | PERM_WRITE, 0)
+    log.info("%s@%d:%d of group %s reached retryMaxTimes, move it to %s", topic, msg.queue_id, msg.queue_offset,
+             group, target)
+    return _inner(broker, target, msg, properties, reconsume_times)
+
+
+async def put(broker: Any, inner: MessageExtBrokerInner, what: str) -> bool:
+    try:
+        result = await broker.put_message(inner)
+    except Exception:
+        log.exception("re-put of %s into %s failed", what, inner.topic)
+        return False
+    if result is None or not result.is_ok():
+        log.error("re-put of %s into %s failed: %s", what, inner.topic, getattr(result, "status", None))
+        return False
+    return True
