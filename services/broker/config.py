@@ -88,6 +88,12 @@ class BrokerConfig(ConfigBase):
     # Test knob (not in RocketMQ): each send worker sleeps this long before storing a message,
     # so tests can make the send queue back up past waitTimeMillsInSendQueue.
     send_message_test_delay_mills: int = 0
+    # POP (services/broker/pop): queues of rmq_sys_REVIVE_LOG_<cluster>, revive scan period,
+    # percent of pops served from the retry topic first, parked POP requests allowed.
+    revive_queue_num: int = 8
+    revive_interval: int = 1000
+    pop_from_retry_probability: int = 20
+    max_pop_polling_size: int = 100_000
 
     def resolve_defaults(self) -> None:
         """Fills values RocketMQ derives from the environment (host name, IP, NAMESRV_ADDR)."""

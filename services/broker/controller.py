@@ -79,7 +79,8 @@ class BrokerController:
             auto_create_topic_enable=config.auto_create_topic_enable,
             default_topic_queue_nums=config.default_topic_queue_nums,
             cluster_topic_enable=config.cluster_topic_enable, broker_topic_enable=config.broker_topic_enable,
-            trace_topic_enable=config.trace_topic_enable, msg_trace_topic_name=config.msg_trace_topic_name)
+            trace_topic_enable=config.trace_topic_enable, msg_trace_topic_name=config.msg_trace_topic_name,
+            revive_queue_num=config.revive_queue_num)
         self.subscription_group_manager = SubscriptionGroupManager(
             config_dir, auto_create_subscription_group=config.auto_create_subscription_group)
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)

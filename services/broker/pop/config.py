@@ -1,8 +1,8 @@
 """PopConfig: the BrokerConfig keys of POP, with RocketMQ's defaults.
 
-BrokerConfig does not model them (yet); ``PopConfig.from_broker_config`` takes any of them the
-broker config carries (``revive_interval``, ``pop_from_retry_probability`` …) and keeps the
-defaults for the rest.
+``PopConfig.from_broker_config`` takes those BrokerConfig carries (``revive_interval``,
+``pop_from_retry_probability``, ``max_pop_polling_size``) and keeps the defaults for the
+internal knobs broker.conf does not name.
 """
 
 from __future__ import annotations
