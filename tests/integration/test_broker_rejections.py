@@ -110,6 +110,11 @@ async def test_send_rejections_answer_rocketmq_codes(broker) -> None:
     # A malformed batch body.
     await call(client, addr, RequestCode.SEND_BATCH_MESSAGE, send_fields("RejTopic", batch=True), b"\x00\x00\x00\x09junk",
                expect=ResponseCode.MESSAGE_ILLEGAL)
+    # A batch holding a delayed message: the delay redirect works per message, so it is refused.
+    delayed = encode_batch([BatchItem(0, b"d", properties_to_string({"UNIQ_KEY": "KD", "DELAY": "2"}))])
+    refused_delay = await call(client, addr, RequestCode.SEND_BATCH_MESSAGE, send_fields("RejTopic", 0, batch=True),
+                               delayed, expect=ResponseCode.MESSAGE_ILLEGAL)
+    assert "delay" in refused_delay.remark
     # A retry topic of an unknown group (autoCreateSubscriptionGroup=false).
     await call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, topic_fields("%RETRY%CG_GHOST", 1, 6))
     await call(client, addr, send, send_fields("%RETRY%CG_GHOST"), b"x",

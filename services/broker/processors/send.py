@@ -247,6 +247,9 @@ class SendMessageProcessor:
             self._check_transaction(props)
             if get_transaction_value(sys_flag) == TRANSACTION_PREPARED_TYPE:
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support transaction")
+            if props.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+                # The delay redirect rewrites one message at a time; upstream refuses delayed batches.
+                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay message")
             inners.append(self.broker.new_inner_message(
                 topic=header.topic, queue_id=queue_id, body=item.body, flag=item.flag, properties=props,
                 sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
