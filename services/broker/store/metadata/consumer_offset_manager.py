@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from orbitmq.broker.store.metadata.config_manager import JsonConfigManager
-from orbitmq.broker.store.metadata.data_version import DataVersion
+from orbitmq.common.route import DataVersion
 
 log = logging.getLogger(__name__)
 

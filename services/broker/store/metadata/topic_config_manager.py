@@ -11,8 +11,8 @@ import logging
 from typing import Any
 
 from orbitmq.broker.store.metadata.config_manager import JsonConfigManager
-from orbitmq.broker.store.metadata.data_version import DataVersion
 from orbitmq.common import constants as C
+from orbitmq.common.route import DataVersion
 from orbitmq.common.topic_config import TopicConfig
 
 log = logging.getLogger(__name__)
