@@ -1,0 +1,1 @@
+"""``orbitmq bench``: benchmarks, one sub-command per target (store, producer, ...)."""

@@ -1,0 +1,43 @@
+"""``orbitmq bench <target> [options]``: dispatch to a benchmark's own ``main(argv)``.
+
+Add a benchmark by adding one line to BENCHMARKS; each target is imported only when chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import sys
+from collections.abc import Sequence
+
+# target -> (module with main(argv), help)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "store": ("orbitmq.broker.store.bench", "storage engine: CommitLog appends (async/sync flush) and reads"),
+    "producer": ("orbitmq.bench.producer", "send TPS and RT through a proxy's gRPC SendMessage"),
+    "consumer": ("orbitmq.bench.consumer", "consume TPS and end-to-end latency through ReceiveMessage/AckMessage"),
+    "baseline": ("orbitmq.bench.baseline", "the same send load against a bare grpc.aio echo server"),
+    "all": ("orbitmq.bench.scenario", "a short orbitmq-local scenario printed against the proxy goals"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in BENCHMARKS:
+        parser = argparse.ArgumentParser(prog="orbitmq bench", description="OrbitMQ benchmarks")
+        sub = parser.add_subparsers(dest="target", metavar="<target>")
+        for name, (_module, help_text) in BENCHMARKS.items():
+            sub.add_parser(name, help=help_text, add_help=False)
+        parser.parse_args(args)
+        parser.print_help(sys.stderr)
+        return 2
+    module = importlib.import_module(BENCHMARKS[args[0]][0])
+    result = module.main(args[1:])
+    if inspect.isawaitable(result):
+        result = asyncio.run(result)
+    return 0 if result is None else int(result)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""RocketMQ's v1 CommitLog record, byte for byte; shared by the store and by clients.
+
+Pull responses carry raw CommitLog records, so the broker writes and the SDK reads the very
+same bytes. Layout (big-endian): totalSize int, magic int, bodyCRC int, queueId int, flag int,
+queueOffset long, physicalOffset long, sysFlag int, bornTimestamp long, bornHost (4+4 or
+16+4), storeTimestamp long, storeHost (4+4 or 16+4), reconsumeTimes int,
+preparedTransactionOffset long, bodyLength int + body, topicLength byte + topic,
+propertiesLength short + properties.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import struct
+import zlib
+from collections.abc import Iterator, Mapping
+
+from orbitmq.common.message import MessageExt, properties_to_string, string_to_properties
+from orbitmq.common.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+
+MESSAGE_MAGIC_CODE = 0xDAA320A7
+BLANK_MAGIC_CODE = 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH = 8
+# Fixed part of an IPv4/IPv4 record: everything except body, topic and properties bytes.
+FIXED_OVERHEAD_V4 = 91
+MAX_TOPIC_LENGTH = 127
+MAX_PROPERTIES_LENGTH = 32767
+
+# Byte positions inside a record (MessageDecoder.*Postion), valid for every host form.
+MAGIC_POSITION = 4
+BODY_CRC_POSITION = 8
+QUEUE_ID_POSITION = 12
+FLAG_POSITION = 16
+QUEUE_OFFSET_POSITION = 20
+PHYSICAL_OFFSET_POSITION = 28
+SYS_FLAG_POSITION = 36
+BORN_TIMESTAMP_POSITION = 40
+BORN_HOST_POSITION = 48
+
+SIZE_MAGIC = struct.Struct(">iI")
+INT = struct.Struct(">i")
+LONG = struct.Struct(">q")
+
+
+class RecordError(ValueError):
+    """The bytes at an offset are not a valid CommitLog message record."""
+
+
+class BlankRecordError(RecordError):
+    """The bytes at an offset are the blank end-of-segment filler, not a message."""
+
+    def __init__(self, total_size: int) -> None:
+        super().__init__(f"blank end-of-segment record of {total_size} bytes")
+        self.total_size = total_size
+
+
+def _host_struct(v6: bool) -> str:
+    return "16si" if v6 else "4si"
+
+
+@functools.cache
+def header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
+    """Struct for totalSize … bodyLength (the part before the body) for one host form."""
+    return struct.Struct(
+        ">iIiiiqqiq" + _host_struct(born_v6) + "q" + _host_struct(store_v6) + "iqi"
+    )
+
+
+def store_host_position(sys_flag: int) -> int:
+    """Where storeTimestamp starts; the store host follows it."""
+    return BORN_HOST_POSITION + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+
+
+def body_length_position(sys_flag: int) -> int:
+    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
+    return BORN_HOST_POSITION + born + 8 + store + 4 + 8
+
+
+def store_timestamp_position(sys_flag: int) -> int:
+    return store_host_position(sys_flag)
+
+
+def calc_msg_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int) -> int:
+    """Total record size, as CommitLog.calMsgLength computes it for the v1 layout."""
+    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
+    return FIXED_OVERHEAD_V4 - 16 + born + store + body_length + topic_length + properties_length
+
+
+def body_crc32(body: bytes | bytearray | memoryview) -> int:
+    """UtilAll.crc32: CRC32 masked to a non-negative Java int."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+@functools.lru_cache(maxsize=8192)
+def tags_hash_code(tag: str) -> int:
+    """Java String.hashCode of the TAGS property (signed 32-bit), the ConsumeQueue tag code."""
+    h = 0
+    for ch in tag:
+        cp = ord(ch)
+        if cp > 0xFFFF:  # Java hashes UTF-16 code units: a surrogate pair counts twice.
+            cp -= 0x10000
+            h = (31 * h + (0xD800 + (cp >> 10))) & 0xFFFFFFFF
+            cp = 0xDC00 + (cp & 0x3FF)
+        h = (31 * h + cp) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+@functools.lru_cache(maxsize=4096)
+def host_to_bytes(host: str, port: int) -> tuple[bytes, bool]:
+    """(address bytes, is IPv6) for a socket address; the port goes in its own int field."""
+    try:
+        addr = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        raise ValueError(f"invalid host {host!r}: an IPv4 or IPv6 address literal is required") from None
+    if not 0 <= port <= 0xFFFF:
+        raise ValueError(f"invalid port {port}: must be 0..65535")
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped.packed, False
+    return addr.packed, addr.version == 6
+
+
+def host_to_string(addr: bytes, port: int) -> str:
+    """How MessageExt shows a host: "ip:port", IPv6 in brackets."""
+    ip = ipaddress.ip_address(addr)
+    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+
+
+def encode_record(
+    *,
+    topic: str,
+    queue_id: int,
+    body: bytes,
+    flag: int = 0,
+    queue_offset: int = 0,
+    physical_offset: int = 0,
+    sys_flag: int = 0,
+    born_timestamp: int = 0,
+    born_host: tuple[str, int] = ("127.0.0.1", 0),
+    store_timestamp: int = 0,
+    store_host: tuple[str, int] = ("127.0.0.1", 10911),
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    properties: Mapping[str, str] | str = "",
+    body_crc: int | None = None,
+) -> bytes:
+    """One complete record; the host-form sysFlag bits are set from the addresses given."""
+    born_addr, born_v6 = host_to_bytes(*born_host)
+    store_addr, store_v6 = host_to_bytes(*store_host)
+    sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    if born_v6:
+        sys_flag |= BORNHOST_V6_FLAG
+    if store_v6:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    props = properties if isinstance(properties, str) else properties_to_string(properties)
+    topic_b = topic.encode("utf-8")
+    props_b = props.encode("utf-8")
+    if len(topic_b) > MAX_TOPIC_LENGTH:
+        raise RecordError(f"topic is {len(topic_b)} bytes, more than {MAX_TOPIC_LENGTH}")
+    if len(props_b) > MAX_PROPERTIES_LENGTH:
+        raise RecordError(f"properties are {len(props_b)} bytes, more than {MAX_PROPERTIES_LENGTH}")
+    total = calc_msg_length(sys_flag, len(body), len(topic_b), len(props_b))
+    header = header_struct(born_v6, store_v6).pack(
+        total, MESSAGE_MAGIC_CODE, body_crc32(body) if body_crc is None else body_crc, queue_id, flag,
+        queue_offset, physical_offset, sys_flag, born_timestamp, born_addr, born_host[1],
+        store_timestamp, store_addr, store_host[1], reconsume_times, prepared_transaction_offset, len(body),
+    )
+    return b"".join((header, body, bytes((len(topic_b),)), topic_b, len(props_b).to_bytes(2, "big"), props_b))
+
+
+def encode_blank(total_size: int) -> bytes:
+    """The end-of-segment filler header; bytes after the first 8 are not significant."""
+    if total_size < END_FILE_MIN_BLANK_LENGTH:
+        raise RecordError(f"a blank record needs at least {END_FILE_MIN_BLANK_LENGTH} bytes")
+    return SIZE_MAGIC.pack(total_size, BLANK_MAGIC_CODE)
+
+
+def offset_msg_id(store_addr: bytes, store_port: int, physical_offset: int) -> str:
+    """MessageDecoder.createMessageId: store host + port + CommitLog offset, upper-case hex."""
+    return (store_addr + struct.pack(">iq", store_port, physical_offset)).hex().upper()
+
+
+def decode_record(buf, offset: int = 0, check_crc: bool = True) -> MessageExt:
+    """Decode the record at ``offset``; RecordError (BlankRecordError for filler) if invalid."""
+    end = len(buf)
+    if offset + 8 > end:
+        raise RecordError(f"truncated record at {offset}: fewer than 8 bytes left")
+    total, magic = SIZE_MAGIC.unpack_from(buf, offset)
+    if magic == BLANK_MAGIC_CODE:
+        raise BlankRecordError(total)
+    if magic != MESSAGE_MAGIC_CODE:
+        raise RecordError(f"illegal magic code 0x{magic:08X} at {offset}")
+    if total < FIXED_OVERHEAD_V4 or offset + total > end:
+        raise RecordError(f"record at {offset} claims {total} bytes, {end - offset} available")
+    (sys_flag,) = INT.unpack_from(buf, offset + SYS_FLAG_POSITION)
+    born_v6 = bool(sys_flag & BORNHOST_V6_FLAG)
+    store_v6 = bool(sys_flag & STOREHOSTADDRESS_V6_FLAG)
+    hs = header_struct(born_v6, store_v6)
+    if hs.size > total:
+        raise RecordError(f"record at {offset} is shorter than its header")
+    (
+        _total, _magic, body_crc, queue_id, flag, queue_offset, physical_offset, _sys, born_ts,
+        born_addr, born_port, store_ts, store_addr, store_port, reconsume, prepared, body_len,
+    ) = hs.unpack_from(buf, offset)
+    pos = offset + hs.size
+    if body_len < 0 or pos + body_len + 3 > offset + total:
+        raise RecordError(f"record at {offset}: body length {body_len} does not fit its size {total}")
+    body = bytes(buf[pos : pos + body_len])
+    pos += body_len
+    if check_crc and body_crc32(body) != body_crc:
+        raise RecordError(f"record at {offset}: body CRC check failed")
+    topic_len = buf[pos]
+    pos += 1
+    topic = bytes(buf[pos : pos + topic_len]).decode("utf-8")
+    pos += topic_len
+    props_len = int.from_bytes(buf[pos : pos + 2], "big")
+    pos += 2
+    if pos + props_len != offset + total:
+        raise RecordError(f"record at {offset}: field lengths do not add up to its size {total}")
+    props = bytes(buf[pos : pos + props_len]).decode("utf-8") if props_len else ""
+    return MessageExt(
+        topic=topic,
+        body=body,
+        flag=flag,
+        properties=string_to_properties(props),
+        queue_id=queue_id,
+        store_size=total,
+        queue_offset=queue_offset,
+        sys_flag=sys_flag,
+        born_timestamp=born_ts,
+        born_host=host_to_string(born_addr, born_port),
+        store_timestamp=store_ts,
+        store_host=host_to_string(store_addr, store_port),
+        msg_id=offset_msg_id(store_addr, store_port, physical_offset),
+        commit_log_offset=physical_offset,
+        body_crc=body_crc,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+    )
+
+
+def iter_records(buf, check_crc: bool = True) -> Iterator[MessageExt]:
+    """Decode a concatenation of records, e.g. the body of a pull response."""
+    offset = 0
+    end = len(buf)
+    while offset < end:
+        msg = decode_record(buf, offset, check_crc)
+        offset += msg.store_size
+        yield msg
+
+
+def decode_records(buf, check_crc: bool = True) -> list[MessageExt]:
+    return list(iter_records(buf, check_crc))

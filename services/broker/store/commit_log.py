@@ -1,0 +1,625 @@
+"""CommitLog: the single append-only log of every message of every topic on this broker.
+
+Appends run on the event loop under one lock: they assign physical offsets, per topic-queue
+logical offsets (topicQueueTable) and non-decreasing store timestamps, and copy the encoded
+records into the mmap'd segment. Durability is the flush services' job (flush.py), so an
+ASYNC_FLUSH append costs one struct pack and one memcpy per record and no disk wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable
+
+from orbitmq.broker.store.allocate import AllocateMappedFileService
+from orbitmq.broker.store.checkpoint import StoreCheckpoint
+from orbitmq.broker.store.config import MessageStoreConfig
+from orbitmq.broker.store.dispatch import DispatchRequest
+from orbitmq.broker.store.mapped_file import MappedFile
+from orbitmq.broker.store.mapped_file_queue import MappedFileQueue
+from orbitmq.broker.store.model import (
+    AppendMessageResult,
+    AppendMessageStatus,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+)
+from orbitmq.common import sysflag
+from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
+from orbitmq.common.message import MessageConst, string_to_properties
+from orbitmq.common.message_codec import (
+    BLANK_MAGIC_CODE,
+    END_FILE_MIN_BLANK_LENGTH,
+    FIXED_OVERHEAD_V4,
+    INT,
+    LONG,
+    MAGIC_POSITION,
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH,
+    MESSAGE_MAGIC_CODE,
+    SIZE_MAGIC,
+    SYS_FLAG_POSITION,
+    body_crc32,
+    header_struct,
+    host_to_bytes,
+    store_timestamp_position,
+    tags_hash_code,
+)
+
+log = logging.getLogger(__name__)
+
+_V6_BITS = sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG
+_TRAN_MASK = sysflag.TRANSACTION_ROLLBACK_TYPE
+_TRAN_PREPARED = sysflag.TRANSACTION_PREPARED_TYPE
+_TRAN_ROLLBACK = sysflag.TRANSACTION_ROLLBACK_TYPE
+
+
+_HEADER_STRUCTS = ((header_struct(False, False), header_struct(False, True)),
+                   (header_struct(True, False), header_struct(True, True)))
+_SHORT = struct.Struct(">H")
+
+
+def _dispatch_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
+    """The header fields dispatch needs (the rest skipped as pad bytes), one unpack per record:
+    totalSize, magic, bodyCRC, queueId, queueOffset, physicalOffset, sysFlag, storeTimestamp,
+    preparedTransactionOffset, bodyLength."""
+    born = 20 if born_v6 else 8
+    store = 20 if store_v6 else 8
+    return struct.Struct(f">iIii4xqqi8x{born}xq{store}x4xqi")
+
+
+_DISPATCH_STRUCTS = {
+    0: _dispatch_struct(False, False),
+    sysflag.BORNHOST_V6_FLAG: _dispatch_struct(True, False),
+    sysflag.STOREHOSTADDRESS_V6_FLAG: _dispatch_struct(False, True),
+    sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG: _dispatch_struct(True, True),
+}
+
+
+def _parse_properties(text: str) -> dict[str, str]:
+    """string_to_properties, with a fast path for the well-formed common case."""
+    try:
+        props = dict(item.split("\x01", 1) for item in text.split("\x02") if item)
+    except ValueError:  # an item without a name/value separator: let the tolerant parser skip it
+        return string_to_properties(text)
+    if "" in props:
+        return string_to_properties(text)
+    return props
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _fields_fit(msg: MessageExtBrokerInner) -> bool:
+    """Every numeric field is an int that fits its on-disk Java type (queueId non-negative)."""
+    try:
+        return (
+            0 <= msg.queue_id <= _INT_MAX
+            and _INT_MIN <= msg.flag <= _INT_MAX
+            and _INT_MIN <= msg.sys_flag <= _INT_MAX
+            and _INT_MIN <= msg.reconsume_times <= _INT_MAX
+            and _LONG_MIN <= msg.born_timestamp <= _LONG_MAX
+            and _LONG_MIN <= msg.prepared_transaction_offset <= _LONG_MAX
+            and 0 <= msg.born_host[1] <= 0xFFFF
+            and isinstance(msg.body, (bytes, bytearray, memoryview))
+        )
+    except (TypeError, IndexError):
+        return False
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CommitLog:
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        store_host: tuple[str, int],
+        checkpoint: StoreCheckpoint,
+    ) -> None:
+        self.config = config
+        self.checkpoint = checkpoint
+        self.allocate_service = (
+            AllocateMappedFileService(warm=config.warm_maped_file_enable) if config.allocate_mapped_file_enable else None
+        )
+        self.mapped_file_queue = MappedFileQueue(
+            config.commit_log_dir, config.mapped_file_size_commit_log, self.allocate_service
+        )
+        self.file_size = config.mapped_file_size_commit_log
+        self.max_message_size = config.max_message_size
+        self.store_addr, self.store_v6 = host_to_bytes(*store_host)
+        self.store_port = store_host[1]
+        self.store_host = store_host
+        self._store_id_prefix = (self.store_addr + INT.pack(self.store_port)).hex().upper()
+        # "topic-queueId" -> next logical offset, kept as a (topic, queue_id) key.
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.put_message_lock = threading.Lock()
+        self.begin_time_in_lock = 0
+        self._last_store_timestamp = 0
+        # SCHEDULE_TOPIC_XXXX entries carry their delivery time as tag code (delay service sets it).
+        self.delivery_time_of: Callable[[int, int], int] | None = None
+        # Test hook run by the flush threads before each flush (e.g. to slow the disk down).
+        self.before_flush_hook: Callable[[], None] | None = None
+        # Hot-path caches: encoded topic field per topic, address bytes per born host.
+        self._topic_fields: dict[str, bytes] = {}
+        self._born_hosts: dict[tuple[str, int], tuple[bytes, bool]] = {}
+        self._topic_names: dict[bytes, str] = {}
+        self.put_message_times_total = 0
+        self.put_message_size_total = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def load(self) -> None:
+        self.mapped_file_queue.load()
+
+    def shutdown(self) -> None:
+        if self.allocate_service is not None:
+            self.allocate_service.shutdown()
+        self.mapped_file_queue.shutdown(0)
+
+    def get_min_offset(self) -> int:
+        first = self.mapped_file_queue.get_first_mapped_file()
+        if first is None:
+            return -1
+        return first.file_from_offset if first.available else self.roll_next_file(first.file_from_offset)
+
+    def get_max_offset(self) -> int:
+        return self.mapped_file_queue.get_max_offset()
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    def offset_msg_id(self, phy_offset: int) -> str:
+        return self._store_id_prefix + LONG.pack(phy_offset).hex().upper()
+
+    # --- append --------------------------------------------------------------------------
+    def _prepare(self, msg: MessageExtBrokerInner, store_addr: bytes, store_v6: bool, store_port: int):
+        """Everything about a record that does not depend on its position; or a failure status."""
+        topic_b = msg.topic.encode("utf-8")
+        if len(topic_b) > MAX_TOPIC_LENGTH or not topic_b or not _fields_fit(msg):
+            return PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.UNKNOWN_ERROR
+        props_b = msg.encoded_properties().encode("utf-8")
+        if len(props_b) > MAX_PROPERTIES_LENGTH:
+            return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
+        try:
+            born_addr, born_v6 = host_to_bytes(*msg.born_host)
+        except (ValueError, TypeError, IndexError):
+            return PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.UNKNOWN_ERROR
+        flag = msg.sys_flag & ~_V6_BITS
+        if born_v6:
+            flag |= sysflag.BORNHOST_V6_FLAG
+        if store_v6:
+            flag |= sysflag.STOREHOSTADDRESS_V6_FLAG
+        body = msg.body
+        total = FIXED_OVERHEAD_V4 + (12 if born_v6 else 0) + (12 if store_v6 else 0) + len(body) + len(topic_b) + len(props_b)
+        if total > self.max_message_size or total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            log.warning("message size exceeded, msg total size: %d, max: %d", total, self.max_message_size)
+            return PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+        msg.body_crc = crc
+        tail = b"".join((bytes((len(topic_b),)), topic_b, len(props_b).to_bytes(2, "big"), props_b))
+        tran = flag & _TRAN_MASK
+        key = None if tran == _TRAN_PREPARED or tran == _TRAN_ROLLBACK else (msg.topic, msg.queue_id)
+        return (
+            header_struct(born_v6, store_v6), total, crc, msg.queue_id, msg.flag, flag, msg.born_timestamp,
+            born_addr, msg.born_host[1], store_addr, store_port, msg.reconsume_times,
+            msg.prepared_transaction_offset, body, tail, key, msg,
+        )
+
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """Append one record: the hot path, one pack_into and two slice copies into the mmap."""
+        if msg.store_host is not None and msg.store_host != self.store_host:
+            return self.put_messages([msg])
+        topic = msg.topic
+        topic_field = self._topic_fields.get(topic)
+        if topic_field is None:
+            topic_b = topic.encode("utf-8")
+            if len(topic_b) > MAX_TOPIC_LENGTH or not topic_b:
+                return self.put_messages([msg])  # reports MESSAGE_ILLEGAL
+            topic_field = bytes((len(topic_b),)) + topic_b
+            if len(self._topic_fields) < 100_000:
+                self._topic_fields[topic] = topic_field
+        props_s = msg.properties_string
+        if not props_s and msg.properties:
+            props_s = msg.encoded_properties()
+        props_b = props_s.encode("utf-8")
+        born_host = msg.born_host
+        try:
+            born = self._born_hosts[born_host]
+        except (KeyError, TypeError):
+            try:
+                born = host_to_bytes(born_host[0], born_host[1])
+            except (ValueError, TypeError, IndexError):
+                return self.put_messages([msg])  # reports MESSAGE_ILLEGAL
+            if len(self._born_hosts) < 100_000 and isinstance(born_host, tuple):
+                self._born_hosts[born_host] = born
+        born_addr, born_v6 = born
+        body = msg.body
+        lp, lb = len(props_b), len(body)
+        store_v6 = self.store_v6
+        total = FIXED_OVERHEAD_V4 - 1 + lb + len(topic_field) + lp
+        if born_v6 or store_v6:
+            total += (12 if born_v6 else 0) + (12 if store_v6 else 0)
+        if (lp > MAX_PROPERTIES_LENGTH or total > self.max_message_size
+                or total + END_FILE_MIN_BLANK_LENGTH > self.file_size or not 0 <= msg.queue_id <= _INT_MAX):
+            return self.put_messages([msg])  # the general path reports the precise failure
+        sflag = msg.sys_flag & ~_V6_BITS
+        if born_v6:
+            sflag |= sysflag.BORNHOST_V6_FLAG
+        if store_v6:
+            sflag |= sysflag.STOREHOSTADDRESS_V6_FLAG
+        tran = sflag & _TRAN_MASK
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+        msg.body_crc = crc
+        hs = _HEADER_STRUCTS[born_v6][store_v6]
+        tail = topic_field + _SHORT.pack(lp) + props_b
+        with self.put_message_lock:
+            mf = self.mapped_file_queue.get_last_mapped_file()
+            if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                item = (hs, total, crc, msg.queue_id, msg.flag, sflag, msg.born_timestamp, born_addr, born_host[1],
+                        self.store_addr, self.store_port, msg.reconsume_times, msg.prepared_transaction_offset,
+                        body, tail,
+                        None if tran == _TRAN_PREPARED or tran == _TRAN_ROLLBACK else (topic, msg.queue_id), msg)
+                try:
+                    return self._append_locked([item])
+                finally:
+                    self.begin_time_in_lock = 0
+            now = time.time_ns() // 1_000_000
+            if now < self._last_store_timestamp:
+                now = self._last_store_timestamp
+            else:
+                self._last_store_timestamp = now
+            pos = mf.wrote_position
+            phy = mf.file_from_offset + pos
+            has_cq = tran != _TRAN_PREPARED and tran != _TRAN_ROLLBACK
+            if has_cq:
+                key = (topic, msg.queue_id)
+                table = self.topic_queue_table
+                qoff = table.get(key, 0)
+            else:
+                qoff = 0
+            mm = mf.mm
+            try:
+                hs.pack_into(mm, pos, total, MESSAGE_MAGIC_CODE, crc, msg.queue_id, msg.flag, qoff, phy, sflag,
+                             msg.born_timestamp, born_addr, born_host[1], now, self.store_addr, self.store_port,
+                             msg.reconsume_times, msg.prepared_transaction_offset, lb)
+            except struct.error:
+                # A numeric field does not fit its Java type; nothing was written or counted.
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
+            if has_cq:
+                table[key] = qoff + 1
+            at = pos + hs.size
+            mm[at : at + lb] = body
+            at += lb
+            mm[at : pos + total] = tail
+            mf.wrote_position = pos + total
+            mf.store_timestamp = now
+        msg.store_timestamp = now
+        self.put_message_times_total += 1
+        self.put_message_size_total += total
+        return PutMessageResult(
+            PutMessageStatus.PUT_OK,
+            AppendMessageResult(AppendMessageStatus.PUT_OK, phy, total, None, now, qoff, 1, None, self._store_id_prefix),
+        )
+
+    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
+        """Append all records or none, in one lock; a batch may span segments."""
+        items = []
+        store_addr, store_v6, store_port = self.store_addr, self.store_v6, self.store_port
+        for msg in msgs:
+            if msg.store_host is not None and msg.store_host != self.store_host:
+                try:
+                    addr, v6 = host_to_bytes(*msg.store_host)
+                except (ValueError, TypeError):
+                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                            AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
+                item = self._prepare(msg, addr, v6, msg.store_host[1])
+            else:
+                item = self._prepare(msg, store_addr, store_v6, store_port)
+            if len(item) == 2:
+                return PutMessageResult(item[0], AppendMessageResult(item[1]))
+            items.append(item)
+        if not items:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
+        with self.put_message_lock:
+            try:
+                return self._append_locked(items)
+            finally:
+                self.begin_time_in_lock = 0
+
+    def _append_locked(self, items: list) -> PutMessageResult:
+        now = _now_ms()
+        if now < self._last_store_timestamp:
+            now = self._last_store_timestamp  # never let store time go backwards in log order
+        else:
+            self._last_store_timestamp = now
+        self.begin_time_in_lock = now
+        mfq = self.mapped_file_queue
+        file_size = self.file_size
+        table = self.topic_queue_table
+        created: list[MappedFile] = []
+        try:
+            mf = mfq.get_last_mapped_file_or_create(0)
+        except OSError as exc:
+            log.error("create mapped file failed: %s", exc)
+            return PutMessageResult(
+                PutMessageStatus.CREATE_MAPPED_FILE_FAILED, AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
+            )
+        # Make sure every segment the batch will touch exists before writing anything, so a
+        # failure to create one leaves nothing half-written.
+        pos = mf.wrote_position
+        cur = mf
+        for item in items:
+            total = item[1]
+            if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
+                try:
+                    cur = self._next_file(cur, created)
+                except OSError as exc:
+                    log.error("create mapped file failed: %s", exc)
+                    for _ in created:
+                        mfq.delete_last_mapped_file()
+                    return PutMessageResult(
+                        PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
+                        AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR),
+                    )
+                pos = 0
+            pos += total
+        # Write.
+        first_offset = -1
+        first_logic = 0
+        ids: list[str] = []
+        offsets: list[tuple[int, int]] = []
+        parts: list[bytes] = []
+        mf_start = mf.wrote_position
+        pos = mf_start
+        base = mf.file_from_offset
+        wrote_bytes = 0
+        prefix = self._store_id_prefix
+        pack_long = LONG.pack
+        for item in items:
+            (hs, total, crc, queue_id, flag, sflag, born_ts, born_addr, born_port, store_addr, store_port,
+             reconsume, prepared, body, tail, key, msg) = item
+            if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
+                if parts:
+                    mf.mm[mf_start:pos] = b"".join(parts)
+                    parts = []
+                blank = file_size - pos
+                SIZE_MAGIC.pack_into(mf.mm, pos, blank, BLANK_MAGIC_CODE)
+                wrote_bytes += blank
+                mf.wrote_position = file_size
+                mf.store_timestamp = now
+                mf = self._following(mf)
+                mf_start = pos = 0
+                base = mf.file_from_offset
+            phy = base + pos
+            if key is not None:
+                qoff = table.get(key, 0)
+                table[key] = qoff + 1
+            else:
+                qoff = 0
+            parts.append(hs.pack(total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, qoff, phy, sflag, born_ts,
+                                 born_addr, born_port, now, store_addr, store_port, reconsume, prepared, len(body)))
+            parts.append(body)
+            parts.append(tail)
+            msg.store_timestamp = now
+            if first_offset < 0:
+                first_offset = phy
+                first_logic = qoff
+            ids.append(prefix + pack_long(phy).hex().upper() if store_addr is self.store_addr
+                       else (store_addr + INT.pack(store_port) + pack_long(phy)).hex().upper())
+            offsets.append((phy, qoff))
+            pos += total
+            wrote_bytes += total
+        if parts:
+            mf.mm[mf_start:pos] = parts[0] if len(parts) == 1 else b"".join(parts)
+        mf.wrote_position = pos
+        mf.store_timestamp = now
+        self.put_message_times_total += len(items)
+        self.put_message_size_total += wrote_bytes
+        result = AppendMessageResult(
+            AppendMessageStatus.PUT_OK, first_offset, wrote_bytes, ids[0] if len(ids) == 1 else ",".join(ids),
+            now, first_logic, len(items), offsets,
+        )
+        return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    def _next_file(self, cur: MappedFile, created: list[MappedFile]) -> MappedFile:
+        """The segment after ``cur``, creating it when it does not exist yet."""
+        following = self._following(cur)
+        if following is not None:
+            return following
+        nxt = self.mapped_file_queue._create(cur.file_from_offset + self.file_size)
+        created.append(nxt)
+        return nxt
+
+    def _following(self, cur: MappedFile) -> MappedFile | None:
+        return self.mapped_file_queue.find_mapped_file_by_offset(cur.file_from_offset + self.file_size)
+
+    # --- read ----------------------------------------------------------------------------
+    def get_message(self, offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes of the record at ``offset``; None when gone or not written."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        return mf.read(offset - mf.file_from_offset, size)
+
+    def get_record(self, offset: int) -> bytes | None:
+        """The whole record at ``offset`` (its size read from the record itself)."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos + 8 > mf.wrote_position or not mf.available:
+            return None
+        total, magic = SIZE_MAGIC.unpack_from(mf.mm, pos)
+        if magic != MESSAGE_MAGIC_CODE or total <= 0:
+            return None
+        return mf.read(pos, total)
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        """Store timestamp of the record at ``offset``, -1 when it is not readable."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None or not mf.available:
+            return -1
+        pos = offset - mf.file_from_offset
+        if pos + FIXED_OVERHEAD_V4 > mf.wrote_position:
+            return -1
+        try:
+            (sflag,) = INT.unpack_from(mf.mm, pos + SYS_FLAG_POSITION)
+            (ts,) = LONG.unpack_from(mf.mm, pos + store_timestamp_position(sflag))
+        except ValueError:  # unmapped by a retention thread in between
+            return -1
+        return ts
+
+    # --- parse for dispatch and recovery -------------------------------------------------
+    def check_message_and_return_size(
+        self, buf, pos: int, limit: int, check_crc: bool, expected_phy: int | None = None
+    ) -> DispatchRequest:
+        """Parse the record at ``pos``: msg_size 0 for a blank, success False when invalid."""
+        if pos + 8 > limit:
+            return _invalid(-1)
+        total, magic = SIZE_MAGIC.unpack_from(buf, pos)
+        if magic == BLANK_MAGIC_CODE:
+            return DispatchRequest("", 0, 0, 0, 0, 0, 0, success=True)
+        if magic != MESSAGE_MAGIC_CODE:
+            return _invalid(-1)
+        if total < FIXED_OVERHEAD_V4 or pos + total > limit:
+            return _invalid(-1)
+        (sflag,) = INT.unpack_from(buf, pos + SYS_FLAG_POSITION)
+        ds = _DISPATCH_STRUCTS[sflag & _V6_BITS]
+        hsize = ds.size
+        if hsize + 3 > total:
+            return _invalid(total)
+        _t, _m, crc, queue_id, queue_offset, physical_offset, _s, store_ts, prepared, body_len = ds.unpack_from(buf, pos)
+        topic_at = pos + hsize + body_len
+        end = pos + total
+        if body_len < 0 or topic_at + 3 > end:
+            return _invalid(total)
+        if expected_phy is not None and physical_offset != expected_phy:
+            return _invalid(total)
+        if check_crc and body_crc32(buf[pos + hsize : topic_at]) != crc:
+            log.warning("CRC check failed for the record at %d", physical_offset)
+            return _invalid(-1)
+        props_at = topic_at + 1 + buf[topic_at]
+        if props_at + 2 > end:
+            return _invalid(total)
+        props_len = (buf[props_at] << 8) | buf[props_at + 1]
+        if props_at + 2 + props_len != end:
+            return _invalid(total)
+        topic_b = buf[topic_at + 1 : props_at]
+        topic = self._topic_names.get(topic_b)
+        try:
+            if topic is None:
+                topic = topic_b.decode("utf-8")
+                if len(self._topic_names) < 100_000:
+                    self._topic_names[topic_b] = topic
+            props = _parse_properties(buf[props_at + 2 : end].decode("utf-8")) if props_len else {}
+        except UnicodeDecodeError:
+            return _invalid(total)
+        tags = props.get("TAGS")
+        tags_code = tags_hash_code(tags) if tags else 0
+        if topic == RMQ_SYS_SCHEDULE_TOPIC and self.delivery_time_of is not None:
+            level = props.get(MessageConst.DELAY_TIME_LEVEL)
+            if level and level.isdigit() and int(level) > 0:
+                tags_code = self.delivery_time_of(int(level), store_ts)
+        return DispatchRequest(
+            topic, queue_id, physical_offset, total, tags_code, store_ts, queue_offset,
+            props.get("KEYS", ""), props.get("UNIQ_KEY"), sflag, prepared, props,
+        )
+
+    # --- recovery ------------------------------------------------------------------------
+    def _scan(self, index: int, check_crc: bool, on_record: Callable[[DispatchRequest], None] | None) -> int:
+        """Walk records from segment ``index`` on; return the offset where valid data ends."""
+        files = self.mapped_file_queue.mapped_files
+        mf = files[index]
+        process_offset = mf.file_from_offset
+        pos = 0
+        while True:
+            req = self.check_message_and_return_size(mf.mm, pos, self.file_size, check_crc, mf.file_from_offset + pos)
+            if req.success and req.msg_size > 0:
+                if on_record is not None:
+                    on_record(req)
+                pos += req.msg_size
+            elif req.success:
+                index += 1
+                if index >= len(files):
+                    log.info("recover physics file over, last mapped file %s", mf.file_name)
+                    break
+                mf = files[index]
+                process_offset = mf.file_from_offset
+                pos = 0
+            else:
+                log.info("recover physics file end at %s pos %d", mf.file_name, pos)
+                break
+        return process_offset + pos
+
+    def recover_normally(self) -> int:
+        """Clean shutdown: check the last three segments; returns the valid end offset."""
+        files = self.mapped_file_queue.mapped_files
+        if not files:
+            self.mapped_file_queue.flushed_where = self.mapped_file_queue.committed_where = 0
+            return 0
+        end = self._scan(max(0, len(files) - 3), self.config.check_crc_on_recover, None)
+        self._set_end(end)
+        return end
+
+    def recover_abnormally(self, min_timestamp: int | None = None) -> tuple[int, int]:
+        """Crash: scan from the newest segment older than the checkpoint; (scan start, valid end)."""
+        files = self.mapped_file_queue.mapped_files
+        if not files:
+            self.mapped_file_queue.flushed_where = self.mapped_file_queue.committed_where = 0
+            return 0, 0
+        index = 0
+        for i in range(len(files) - 1, -1, -1):
+            if self._is_mapped_file_matched_recover(files[i], min_timestamp):
+                log.info("recover from this mapped file %s", files[i].file_name)
+                index = i
+                break
+        start = files[index].file_from_offset
+        end = self._scan(index, self.config.check_crc_on_recover, None)
+        self._set_end(end)
+        return start, end
+
+    def _is_mapped_file_matched_recover(self, mf: MappedFile, min_timestamp: int | None) -> bool:
+        (magic,) = INT.unpack_from(mf.mm, MAGIC_POSITION)
+        if magic & 0xFFFFFFFF != MESSAGE_MAGIC_CODE:
+            return False
+        (sflag,) = INT.unpack_from(mf.mm, SYS_FLAG_POSITION)
+        (ts,) = LONG.unpack_from(mf.mm, store_timestamp_position(sflag))
+        if ts <= 0:
+            return False
+        limit = self.checkpoint.get_min_timestamp() if min_timestamp is None else min_timestamp
+        return ts <= limit
+
+    def _set_end(self, end: int) -> None:
+        mfq = self.mapped_file_queue
+        mfq.truncate_dirty_files(end)
+        mfq.flushed_where = mfq.committed_where = end
+
+    def prepare_segments(self) -> None:
+        """Before traffic (on a thread): make sure a segment is ready, and the next one coming."""
+        mfq = self.mapped_file_queue
+        if mfq.get_last_mapped_file() is None:
+            mfq._create(0, warm=self.config.warm_maped_file_enable)
+        else:
+            mfq.prepare_next()
+
+    def recover_topic_queue_table(self, table: dict[tuple[str, int], int]) -> None:
+        self.topic_queue_table = table
+
+    def remove_queue_from_topic_queue_table(self, topic: str, queue_id: int) -> None:
+        with self.put_message_lock:
+            self.topic_queue_table.pop((topic, queue_id), None)
+
+    def flush_all(self) -> None:
+        self.mapped_file_queue.flush_until(self.get_max_offset())
+
+
+def _invalid(size: int) -> DispatchRequest:
+    return DispatchRequest("", 0, 0, size, 0, 0, 0, success=False)
+
+
+__all__ = ["CommitLog", "MESSAGE_MAGIC_CODE", "BLANK_MAGIC_CODE"]

@@ -1,0 +1,251 @@
+"""ConsumeQueue: the per topic/queue index of 20-byte entries into the CommitLog.
+
+Entry i (logical offset i) sits at byte i*20: CommitLog offset (long), record size (int), tag
+hash code (long). A queue whose first segment starts past offset 0 (its earlier files were
+deleted, or it was rebuilt mid-way) has its leading slots filled with blank entries
+(offset 0, size Integer.MAX_VALUE, tags 0) exactly as RocketMQ's fillPreBlank writes them;
+readers skip those.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Callable
+
+from orbitmq.broker.store.mapped_file import MappedFile
+from orbitmq.broker.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+CQ_STORE_UNIT_SIZE = 20
+CQ_ENTRY = struct.Struct(">qiq")
+BLANK_ENTRY_SIZE = 0x7FFFFFFF
+_BLANK_ENTRY = CQ_ENTRY.pack(0, BLANK_ENTRY_SIZE, 0)
+
+
+def is_blank_entry(offset: int, size: int) -> bool:
+    return size == BLANK_ENTRY_SIZE and offset == 0
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, root_dir: str, mapped_file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.store_path = os.path.join(root_dir, topic, str(queue_id))
+        self.mapped_file_size = mapped_file_size
+        self.mapped_file_queue = MappedFileQueue(self.store_path, mapped_file_size)
+        # End (offset + size) of the CommitLog record behind the last entry; -1 when empty.
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+
+    # --- load / recover ------------------------------------------------------------------
+    def load(self) -> None:
+        self.mapped_file_queue.load()
+
+    def recover(self) -> None:
+        """Find the end of the valid entries (scanning the last three segments) and cut there."""
+        files = self.mapped_file_queue.mapped_files
+        if not files:
+            return
+        index = max(0, len(files) - 3)
+        mf = files[index]
+        process_offset = mf.file_from_offset
+        mapped_file_offset = 0
+        size = self.mapped_file_size
+        while True:
+            mapped_file_offset = 0
+            for offset, msg_size, _tags in CQ_ENTRY.iter_unpack(mf.mm[0:size]):
+                if offset >= 0 and msg_size > 0:
+                    mapped_file_offset += CQ_STORE_UNIT_SIZE
+                    if not is_blank_entry(offset, msg_size):
+                        self.max_physic_offset = offset + msg_size
+                else:
+                    break
+            if mapped_file_offset == size:
+                index += 1
+                if index >= len(files):
+                    process_offset = mf.file_from_offset + size
+                    break
+                mf = files[index]
+                process_offset = mf.file_from_offset
+            else:
+                process_offset = mf.file_from_offset + mapped_file_offset
+                break
+        self.mapped_file_queue.flushed_where = process_offset
+        self.mapped_file_queue.committed_where = process_offset
+        self.mapped_file_queue.truncate_dirty_files(process_offset)
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """Drop entries whose record does not end within the CommitLog's [.., phy_offset)."""
+        mfq = self.mapped_file_queue
+        if 0 <= self.max_physic_offset <= phy_offset:
+            return  # entries are in CommitLog order: the last one ends in time, all do
+        while True:
+            mf = mfq.get_last_mapped_file()
+            if mf is None:
+                self.max_physic_offset = -1
+                return
+            cut = None
+            last_end = -1
+            for i in range(0, mf.wrote_position, CQ_STORE_UNIT_SIZE):
+                offset, size, _tags = CQ_ENTRY.unpack_from(mf.mm, i)
+                if is_blank_entry(offset, size):
+                    continue
+                if offset < 0 or size <= 0 or offset + size > phy_offset:
+                    cut = i
+                    break
+                last_end = offset + size
+            if cut == 0 and mf is not mfq.get_first_mapped_file():
+                mfq.delete_last_mapped_file()
+                continue
+            if cut is not None:
+                mfq.truncate_dirty_files(mf.file_from_offset + cut)
+                if cut == 0:
+                    last_end = -1
+            if last_end < 0:
+                last_end = self._last_entry_end()
+            self.max_physic_offset = last_end
+            return
+
+    def _last_entry_end(self) -> int:
+        for mf in reversed(self.mapped_file_queue.mapped_files):
+            for i in range(mf.wrote_position - CQ_STORE_UNIT_SIZE, -1, -CQ_STORE_UNIT_SIZE):
+                offset, size, _tags = CQ_ENTRY.unpack_from(mf.mm, i)
+                if not is_blank_entry(offset, size):
+                    return offset + size
+        return -1
+
+    # --- write ---------------------------------------------------------------------------
+    def put_message_position_info(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """Write entry ``cq_offset``; a record already indexed (re-dispatch) is ignored."""
+        if offset + size <= self.max_physic_offset:
+            return True
+        mfq = self.mapped_file_queue
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        mf = mfq.get_last_mapped_file_or_create(expect)
+        if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0:
+            # The queue's first segment starts mid-way: earlier slots are blank.
+            self.min_logic_offset = expect
+            mfq.flushed_where = mfq.committed_where = expect
+            self._fill_pre_blank(mf, expect)
+        current = mf.file_from_offset + mf.wrote_position
+        if expect < current:
+            log.warning("build consume queue repeatedly: %s-%d expect %d current %d", self.topic,
+                        self.queue_id, expect, current)
+            return True
+        while current < expect:
+            log.error("[BUG] logic queue order maybe wrong: %s-%d expect %d current %d; filling blanks",
+                      self.topic, self.queue_id, expect, current)
+            mf = self._append(_BLANK_ENTRY)
+            current = mf.file_from_offset + mf.wrote_position
+        self._append(CQ_ENTRY.pack(offset, size, tags_code))
+        self.max_physic_offset = offset + size
+        return True
+
+    def _append(self, entry: bytes) -> MappedFile:
+        mf = self.mapped_file_queue.get_last_mapped_file_or_create(0)
+        mf.append(entry)
+        return mf
+
+    def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:
+        until = until_where % self.mapped_file_size
+        if until:
+            mf.mm[0:until] = _BLANK_ENTRY * (until // CQ_STORE_UNIT_SIZE)
+        mf.set_positions(until)
+
+    # --- read ----------------------------------------------------------------------------
+    def get_min_offset_in_queue(self) -> int:
+        return self.min_logic_offset // CQ_STORE_UNIT_SIZE
+
+    def get_max_offset_in_queue(self) -> int:
+        return self.mapped_file_queue.get_max_offset() // CQ_STORE_UNIT_SIZE
+
+    def get_message_total_in_queue(self) -> int:
+        return self.get_max_offset_in_queue() - self.get_min_offset_in_queue()
+
+    def get_entry(self, index: int) -> tuple[int, int, int] | None:
+        """(commitlog offset, size, tags code) of entry ``index``, None when absent."""
+        pos = index * CQ_STORE_UNIT_SIZE
+        if index < 0 or pos < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(pos)
+        if mf is None:
+            return None
+        rel = pos - mf.file_from_offset
+        if rel + CQ_STORE_UNIT_SIZE > mf.wrote_position or not mf.available:
+            return None
+        return CQ_ENTRY.unpack_from(mf.mm, rel)
+
+    def get_index_buffer(self, start_index: int, max_entries: int) -> bytes | None:
+        """Entries from ``start_index`` to the end of the written part of its segment."""
+        pos = start_index * CQ_STORE_UNIT_SIZE
+        if pos < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(pos)
+        if mf is None:
+            return None
+        rel = pos - mf.file_from_offset
+        end = min(mf.wrote_position, rel + max_entries * CQ_STORE_UNIT_SIZE)
+        if rel >= end:
+            return None
+        return mf.read(rel, end - rel)
+
+    def roll_next_file(self, index: int) -> int:
+        per_file = self.mapped_file_size // CQ_STORE_UNIT_SIZE
+        return index + per_file - index % per_file
+
+    def get_offset_in_queue_by_time(self, timestamp: int, store_time_of: Callable[[int, int], int]) -> int:
+        """First offset whose message was stored at or after ``timestamp``; max offset if none.
+
+        ``store_time_of(phy_offset, size)`` reads a record's store timestamp from the CommitLog
+        (-1 when it is gone); entries whose record is gone count as older than any timestamp.
+        """
+        lo = self.get_min_offset_in_queue()
+        hi = self.get_max_offset_in_queue()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = self.get_entry(mid)
+            ts = -1
+            if entry is not None and not is_blank_entry(entry[0], entry[1]):
+                ts = store_time_of(entry[0], entry[1])
+            if ts < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    # --- maintenance ---------------------------------------------------------------------
+    def correct_min_offset(self, phy_min_offset: int) -> None:
+        """Move the queue's min offset to the first entry whose record still exists."""
+        mf = self.mapped_file_queue.get_first_mapped_file()
+        if mf is None:
+            return
+        start = max(0, self.min_logic_offset - mf.file_from_offset)
+        for i in range(start, mf.wrote_position, CQ_STORE_UNIT_SIZE):
+            offset, size, _tags = CQ_ENTRY.unpack_from(mf.mm, i)
+            if is_blank_entry(offset, size):
+                continue
+            if offset >= phy_min_offset:
+                self.min_logic_offset = mf.file_from_offset + i
+                return
+        if mf is self.mapped_file_queue.get_last_mapped_file() or mf.wrote_position >= self.mapped_file_size:
+            self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + mf.wrote_position)
+
+    def delete_expired_file(self, min_commit_log_offset: int) -> int:
+        """Retention: drop segments wholly below the CommitLog's min offset; fix the min offset."""
+        count = self.mapped_file_queue.delete_expired_files_by_offset(min_commit_log_offset, CQ_STORE_UNIT_SIZE)
+        self.correct_min_offset(min_commit_log_offset)
+        return count
+
+    def flush(self, least_pages: int) -> bool:
+        return self.mapped_file_queue.flush(least_pages)
+
+    def shutdown(self) -> None:
+        self.mapped_file_queue.shutdown(0)
+
+    def destroy(self) -> None:
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self.mapped_file_queue.destroy()

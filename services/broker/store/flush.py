@@ -1,0 +1,223 @@
+"""Disk flush services: each a thread, so fdatasync never runs on the event loop.
+
+FlushRealTimeService (ASYNC_FLUSH) flushes the CommitLog every flushIntervalCommitLog once
+flushCommitLogLeastPages pages are dirty, fully every flushCommitLogThoroughInterval.
+GroupCommitService (SYNC_FLUSH) serves waiting puts: all requests queued while a flush runs
+are answered by the next single flush. FlushConsumeQueueService flushes every ConsumeQueue and
+then the checkpoint. Completions go back to the waiter's event loop via call_soon_threadsafe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from orbitmq.broker.store.checkpoint import StoreCheckpoint
+from orbitmq.broker.store.commit_log import CommitLog
+from orbitmq.broker.store.config import MessageStoreConfig
+from orbitmq.broker.store.consume_queue import ConsumeQueue
+
+log = logging.getLogger(__name__)
+
+RETRY_TIMES_OVER = 10
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ServiceThread:
+    """A stoppable worker thread with wakeup(), like RocketMQ's ServiceThread."""
+
+    name = "ServiceThread"
+
+    def __init__(self) -> None:
+        self._stopped = False
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run_safe, name=self.name, daemon=True)
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    def wait_for_running(self, interval_s: float) -> None:
+        self._wake.wait(interval_s)
+        self._wake.clear()
+
+    def _run_safe(self) -> None:
+        try:
+            self.run()
+        except Exception:
+            log.exception("%s stopped by an error", self.name)
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+
+class FlushRealTimeService(ServiceThread):
+    name = "FlushRealTimeService"
+
+    def __init__(self, commit_log: CommitLog, config: MessageStoreConfig, checkpoint: StoreCheckpoint) -> None:
+        super().__init__()
+        self.commit_log = commit_log
+        self.config = config
+        self.checkpoint = checkpoint
+        self._last_thorough = 0
+
+    def run(self) -> None:
+        cfg = self.config
+        mfq = self.commit_log.mapped_file_queue
+        while not self._stopped:
+            interval = cfg.flush_interval_commit_log / 1000
+            least = cfg.flush_commit_log_least_pages
+            now = _now_ms()
+            if now >= self._last_thorough + cfg.flush_commit_log_thorough_interval:
+                self._last_thorough = now
+                least = 0
+            if cfg.flush_commit_log_timed:
+                time.sleep(interval)
+            else:
+                self.wait_for_running(interval)
+            if self._stopped:
+                break
+            hook = self.commit_log.before_flush_hook
+            if hook is not None:
+                hook()
+            mfq.flush(least)
+            if mfq.store_timestamp > 0:
+                self.checkpoint.physic_msg_timestamp = mfq.store_timestamp
+        for _ in range(RETRY_TIMES_OVER):
+            if mfq.flush(0):
+                break
+        if mfq.store_timestamp > 0:
+            self.checkpoint.physic_msg_timestamp = mfq.store_timestamp
+
+
+class _Request:
+    __slots__ = ("next_offset", "future", "loop")
+
+    def __init__(self, next_offset: int, future: asyncio.Future, loop: asyncio.AbstractEventLoop) -> None:
+        self.next_offset = next_offset
+        self.future = future
+        self.loop = loop
+
+
+def _complete(results: list[tuple[asyncio.Future, bool]]) -> None:
+    for fut, ok in results:
+        if not fut.done():
+            fut.set_result(ok)
+
+
+class GroupCommitService(ServiceThread):
+    name = "GroupCommitService"
+
+    def __init__(self, commit_log: CommitLog, checkpoint: StoreCheckpoint) -> None:
+        super().__init__()
+        self.commit_log = commit_log
+        self.checkpoint = checkpoint
+        self._lock = threading.Lock()
+        self._requests_write: list[_Request] = []
+
+    def put_request(self, next_offset: int, future: asyncio.Future, loop: asyncio.AbstractEventLoop) -> None:
+        """Ask for everything before ``next_offset`` to be durable; ``future`` gets True/False."""
+        with self._lock:
+            self._requests_write.append(_Request(next_offset, future, loop))
+        self._wake.set()
+
+    def _swap(self) -> list[_Request]:
+        with self._lock:
+            reqs, self._requests_write = self._requests_write, []
+        return reqs
+
+    def _do_commit(self, reqs: list[_Request]) -> None:
+        mfq = self.commit_log.mapped_file_queue
+        hook = self.commit_log.before_flush_hook
+        if hook is not None:
+            hook()
+        if reqs:
+            target = max(r.next_offset for r in reqs)
+            mfq.flush_until(target)
+            flushed = mfq.flushed_where
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, bool]]] = {}
+            for r in reqs:
+                by_loop.setdefault(r.loop, []).append((r.future, flushed >= r.next_offset))
+            for loop, results in by_loop.items():
+                try:
+                    loop.call_soon_threadsafe(_complete, results)
+                except RuntimeError:
+                    pass  # the waiter's loop is closed: nobody is waiting any more
+        else:
+            # Puts that did not ask to wait (WAIT=false) still get flushed promptly.
+            mfq.flush(0)
+        if mfq.store_timestamp > 0:
+            self.checkpoint.physic_msg_timestamp = mfq.store_timestamp
+
+    def run(self) -> None:
+        while not self._stopped:
+            self.wait_for_running(0.010)
+            self._do_commit(self._swap())
+        # Requests that raced with shutdown are answered after one last flush.
+        time.sleep(0.010)
+        self._do_commit(self._swap())
+
+
+class FlushConsumeQueueService(ServiceThread):
+    name = "FlushConsumeQueueService"
+    RETRY_TIMES_OVER = 3
+
+    def __init__(
+        self,
+        consume_queues: Callable[[], Iterable[ConsumeQueue]],
+        config: MessageStoreConfig,
+        checkpoint: StoreCheckpoint,
+        dispatched_timestamp: Callable[[], int],
+    ) -> None:
+        super().__init__()
+        self.consume_queues = consume_queues
+        # Store time of the newest record the reput service has put into a ConsumeQueue.
+        self.dispatched_timestamp = dispatched_timestamp
+        self.config = config
+        self.checkpoint = checkpoint
+        self._last_thorough = 0
+
+    def do_flush(self, retry_times: int) -> None:
+        cfg = self.config
+        least = cfg.flush_consume_queue_least_pages
+        if retry_times == self.RETRY_TIMES_OVER:
+            least = 0
+        now = _now_ms()
+        if now >= self._last_thorough + cfg.flush_consume_queue_thorough_interval:
+            self._last_thorough = now
+            least = 0
+        # Captured before flushing: every entry dispatched by then is durable afterwards.
+        logics_ts = self.dispatched_timestamp()
+        for cq in list(self.consume_queues()):
+            try:
+                cq.flush(least)
+            except (OSError, ValueError) as exc:
+                log.warning("flush of consume queue %s-%d failed: %s", cq.topic, cq.queue_id, exc)
+        if least == 0:
+            if logics_ts > 0:
+                self.checkpoint.logics_msg_timestamp = logics_ts
+            self.checkpoint.flush()
+
+    def run(self) -> None:
+        while not self._stopped:
+            self.wait_for_running(self.config.flush_interval_consume_queue / 1000)
+            if self._stopped:
+                break
+            self.do_flush(1)
+        self.do_flush(self.RETRY_TIMES_OVER)

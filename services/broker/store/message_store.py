@@ -1,0 +1,651 @@
+"""MessageStore: the storage engine façade the broker calls (RocketMQ's DefaultMessageStore).
+
+put_message/put_messages, get_message and the queue/offset queries must be called on the
+event loop that ran ``start()``; flushing, recovery and retention work run on threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable
+
+from orbitmq.broker.store.checkpoint import StoreCheckpoint
+from orbitmq.broker.store.commit_log import CommitLog
+from orbitmq.broker.store.config import SLAVE, SYNC_FLUSH, MessageStoreConfig
+from orbitmq.broker.store.consume_queue import CQ_ENTRY, CQ_STORE_UNIT_SIZE, ConsumeQueue, is_blank_entry
+from orbitmq.broker.store.dispatch import DispatchRequest
+from orbitmq.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from orbitmq.broker.store.model import (
+    AppendMessageResult,
+    AppendMessageStatus,
+    GetMessageResult,
+    GetMessageStatus,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+)
+from orbitmq.broker.store.reput import ArrivalListener, Dispatcher, ReputMessageService
+from orbitmq.broker.store.retention import RetentionService
+from orbitmq.broker.store.running_flags import RunningFlags
+from orbitmq.common.message import MessageExt
+from orbitmq.common.message_codec import RecordError, decode_record
+from orbitmq.common.message_id import decode_offset_message_id
+
+log = logging.getLogger(__name__)
+
+_PUT_OK = PutMessageStatus.PUT_OK
+PutMessageHook = Callable[[MessageExtBrokerInner], PutMessageResult | None]
+
+
+def _total_physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 * 1024**3
+
+
+class MessageStore:
+    def __init__(self, config: MessageStoreConfig, *, store_host: tuple[str, int] = ("127.0.0.1", 10911)) -> None:
+        self.config = config
+        self.store_host = store_host
+        self.running_flags = RunningFlags()
+        self.checkpoint: StoreCheckpoint | None = None
+        self.commit_log: CommitLog | None = None
+        self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        self.reput_service: ReputMessageService | None = None
+        self.index_service = None
+        # CleanCommitLogService + CleanConsumeQueueService + the disk-full check (retention.py).
+        self.retention_service: RetentionService | None = None
+        self.put_message_hooks: list[PutMessageHook] = []
+        self._delivery_time_of: Callable[[int, int], int] | None = None
+        self._extra_dispatchers: list[Dispatcher] = []
+        self._arrival_listeners: list[ArrivalListener] = []
+        self._flush_service: FlushRealTimeService | GroupCommitService | None = None
+        self._group_commit: GroupCommitService | None = None
+        self._flush_cq_service: FlushConsumeQueueService | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock_fd: int | None = None
+        self._started = False
+        self.shutdown_flag = True
+        self.last_exit_ok = True
+        self.dispatched_store_timestamp = 0
+        self.total_physical_memory = _total_physical_memory()
+        self._print_times = 0
+
+    # --- hooks ---------------------------------------------------------------------------
+    def add_dispatcher(self, fn: Dispatcher) -> None:
+        """Called for every stored record after the ConsumeQueue (and index) dispatchers."""
+        self._extra_dispatchers.append(fn)
+        if self.reput_service is not None:
+            self.reput_service.dispatchers.append(fn)
+
+    def add_arrival_listener(self, fn: ArrivalListener) -> None:
+        """fn(topic, queue_id, logic_offset, tags_code, store_timestamp, properties) on the loop.
+
+        ``logic_offset`` is the queue's new max offset (the stored message's offset + 1), as
+        MessageArrivingListener.arriving receives it.
+        """
+        self._arrival_listeners.append(fn)
+        if self.reput_service is not None:
+            self.reput_service.arrival_listeners.append(fn)
+
+    def add_put_message_hook(self, fn: PutMessageHook) -> None:
+        """Runs before each append; may rewrite the message (delay redirect) or refuse it."""
+        self.put_message_hooks.append(fn)
+
+    def set_delivery_time_function(self, fn: Callable[[int, int], int] | None) -> None:
+        """fn(delay_level, store_timestamp) -> delivery time, stored as SCHEDULE_TOPIC tag code.
+
+        Set it before start() so entries rebuilt during recovery get delivery times too.
+        """
+        self._delivery_time_of = fn
+        if self.commit_log is not None:
+            self.commit_log.delivery_time_of = fn
+
+    # --- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Lock the store directory, load and recover, then start the flush and reput services."""
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._load_and_recover)
+        cfg = self.config
+        if cfg.flush_disk_type == SYNC_FLUSH:
+            self._flush_service = self._group_commit = GroupCommitService(self.commit_log, self.checkpoint)
+        else:
+            self._flush_service = FlushRealTimeService(self.commit_log, cfg, self.checkpoint)
+        self._flush_cq_service = FlushConsumeQueueService(
+            self.consume_queues, cfg, self.checkpoint, lambda: self.dispatched_store_timestamp
+        )
+        self._flush_service.start()
+        self._flush_cq_service.start()
+        self.reput_service.start()
+        self.retention_service = RetentionService(
+            cfg, self.commit_log.mapped_file_queue, self.running_flags,
+            consume_queues=self.consume_queues, index_service=self.index_service,
+            min_commit_log_offset=self.commit_log.get_min_offset,
+        )
+        self.retention_service.start()
+        self._started = True
+        self.shutdown_flag = False
+
+    def _load_and_recover(self) -> None:
+        cfg = self.config
+        root = cfg.store_path_root_dir
+        os.makedirs(root, exist_ok=True)
+        for d in (cfg.commit_log_dir, cfg.consume_queue_dir, cfg.config_dir):
+            os.makedirs(d, exist_ok=True)
+        self._lock_fd = os.open(os.path.join(root, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise RuntimeError(f"store directory {root} is locked by another broker process") from None
+        try:
+            self._recover_locked()
+        except BaseException:
+            self._release_after_failed_start()
+            raise
+
+    def _release_after_failed_start(self) -> None:
+        for closer in (
+            getattr(self.commit_log, "shutdown", None),
+            *(cq.shutdown for cq in self.consume_queues()),
+            getattr(self.index_service, "shutdown", None),
+            getattr(self.checkpoint, "shutdown", None),
+        ):
+            if closer is None:
+                continue
+            try:
+                closer()
+            except Exception:
+                log.exception("cleanup after a failed start")
+        self.consume_queue_table.clear()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _recover_locked(self) -> None:
+        cfg = self.config
+        self.last_exit_ok = not os.path.exists(cfg.abort_path)
+        self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
+        self.commit_log = CommitLog(cfg, self.store_host, self.checkpoint)
+        self.commit_log.delivery_time_of = self._delivery_time_of
+        self.commit_log.load()
+        self._load_consume_queues()
+        self._create_index_service()
+        # ConsumeQueues first, then the CommitLog, then align the queues to the log.
+        for cq in self.consume_queues():
+            cq.recover()
+        if self.last_exit_ok:
+            end = self.commit_log.recover_normally()
+            scan_start = end
+        else:
+            # With an index, start early enough to rebuild the index files its load() dropped.
+            min_ts = (self.checkpoint.get_min_timestamp_index() if self.index_service is not None
+                      else self.checkpoint.get_min_timestamp())
+            scan_start, end = self.commit_log.recover_abnormally(min_ts)
+        for cq in self.consume_queues():
+            cq.truncate_dirty_logic_files(end)
+        reput_from = self.commit_log.get_min_offset()
+        for cq in self.consume_queues():
+            reput_from = max(reput_from, cq.max_physic_offset)
+        reput_from = max(0, min(reput_from, end, scan_start))
+        self.reput_service = ReputMessageService(self.commit_log)
+        self.reput_service.reput_from_offset = reput_from
+        self._install_dispatchers()
+        # Catch up before accepting traffic: readers must see everything the log holds.
+        self.reput_service.do_reput(notify=False)
+        self._recover_topic_queue_table()
+        self.commit_log.prepare_segments()
+        # Created last: a crash during recovery repeats the abnormal recovery.
+        with open(cfg.abort_path, "w"):
+            pass
+        self.running_flags.flag_bits = 0
+
+    def _load_consume_queues(self) -> None:
+        root = self.config.consume_queue_dir
+        for topic in sorted(os.listdir(root)):
+            tdir = os.path.join(root, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qname in sorted(os.listdir(tdir)):
+                if not qname.lstrip("-").isdigit():
+                    continue
+                cq = ConsumeQueue(topic, int(qname), root, self.config.mapped_file_size_consume_queue)
+                cq.load()
+                self.consume_queue_table.setdefault(topic, {})[int(qname)] = cq
+
+    def _create_index_service(self) -> None:
+        if not self.config.message_index_enable:
+            return
+        from orbitmq.broker.store.index_service import IndexService
+
+        def on_flushed(ts: int) -> None:
+            self.checkpoint.index_msg_timestamp = ts
+
+        self.index_service = IndexService(self.config, on_index_file_flushed=on_flushed)
+        self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+
+    def _install_dispatchers(self) -> None:
+        rs = self.reput_service
+        rs.dispatchers = [self._dispatch_consume_queue]
+        if self.index_service is not None:
+            rs.dispatchers.append(self.index_service.build_index)
+        rs.dispatchers.extend(self._extra_dispatchers)
+        rs.arrival_listeners = list(self._arrival_listeners)
+
+    def _dispatch_consume_queue(self, req: DispatchRequest) -> None:
+        tran = req.sys_flag & 0xC
+        if tran == 0 or tran == 0x8:
+            cq = self.find_consume_queue(req.topic, req.queue_id)
+            cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code, req.consume_queue_offset)
+        self.dispatched_store_timestamp = req.store_timestamp
+
+    def _recover_topic_queue_table(self) -> None:
+        table: dict[tuple[str, int], int] = {}
+        min_phy = self.commit_log.get_min_offset()
+        for cq in self.consume_queues():
+            table[(cq.topic, cq.queue_id)] = cq.get_max_offset_in_queue()
+            cq.correct_min_offset(min_phy)
+        self.commit_log.recover_topic_queue_table(table)
+
+    async def shutdown(self) -> None:
+        """Dispatch what is left, flush everything, and remove the abort marker."""
+        if not self._started:
+            return
+        self._started = False
+        self.shutdown_flag = True
+        await self.retention_service.shutdown()
+        await self.reput_service.shutdown()
+        await asyncio.to_thread(self._shutdown_blocking)
+
+    def _shutdown_blocking(self) -> None:
+        self._flush_service.shutdown()
+        self._flush_cq_service.shutdown()
+        self.commit_log.flush_all()
+        for cq in self.consume_queues():
+            cq.mapped_file_queue.flush_until(cq.mapped_file_queue.get_max_offset())
+        if self.index_service is not None:
+            self.index_service.flush()
+            self.index_service.shutdown()
+        self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
+                                                   self.commit_log.mapped_file_queue.store_timestamp)
+        if self.dispatched_store_timestamp:
+            self.checkpoint.logics_msg_timestamp = self.dispatched_store_timestamp
+        self.checkpoint.shutdown()
+        self.commit_log.shutdown()
+        for cq in self.consume_queues():
+            cq.shutdown()
+        if self.running_flags.is_writeable() or self.running_flags.is_disk_full():
+            try:
+                os.unlink(self.config.abort_path)
+            except FileNotFoundError:
+                pass
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # --- consume queues ------------------------------------------------------------------
+    def consume_queues(self) -> list[ConsumeQueue]:
+        return [cq for queues in list(self.consume_queue_table.values()) for cq in list(queues.values())]
+
+    def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        queues = self.consume_queue_table.get(topic)
+        return queues.get(queue_id) if queues is not None else None
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queues = self.consume_queue_table.get(topic)
+        if queues is None:
+            queues = self.consume_queue_table.setdefault(topic, {})
+        cq = queues.get(queue_id)
+        if cq is None:
+            cq = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue)
+            queues[queue_id] = cq
+        return cq
+
+    # --- put -----------------------------------------------------------------------------
+    def _check_store_status(self) -> PutMessageStatus | None:
+        if self.shutdown_flag:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self.config.broker_role == SLAVE:
+            self._print_times += 1
+            if self._print_times % 50000 == 1:
+                log.warning("message store is in slave mode, so putMessage is forbidden")
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        flags = self.running_flags
+        if not flags.is_writeable():
+            self._print_times += 1
+            if self._print_times % 50000 == 1:
+                log.warning("message store is not writeable, so putMessage is forbidden %d", flags.flag_bits)
+            return PutMessageStatus.DISK_FULL if flags.is_disk_full() else PutMessageStatus.SERVICE_NOT_AVAILABLE
+        self._print_times = 0
+        if self.is_os_page_cache_busy():
+            return PutMessageStatus.OS_PAGE_CACHE_BUSY
+        return None
+
+    def is_os_page_cache_busy(self) -> bool:
+        begin = self.commit_log.begin_time_in_lock if self.commit_log is not None else 0
+        if not begin:
+            return False
+        diff = time.time_ns() // 1_000_000 - begin
+        return self.config.os_page_cache_busy_time_out_mills < diff < 10_000_000
+
+    async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """Append one message; under SYNC_FLUSH return once it is on disk (or timed out)."""
+        # Cheap guard first: the full status check only when something may be wrong. (Appends
+        # run on this loop, so another append can never be holding the lock long right now.)
+        if self.shutdown_flag or self.running_flags.flag_bits or self.config.broker_role == SLAVE:
+            status = self._check_store_status()
+            if status is not None:
+                return PutMessageResult(status)
+        if self.put_message_hooks:
+            for hook in self.put_message_hooks:
+                refused = hook(msg)
+                if refused is not None:
+                    return refused
+        try:
+            result = self.commit_log.put_message(msg)
+        except (TypeError, ValueError, AttributeError) as exc:  # a malformed message object
+            log.warning("illegal message refused: %s", exc)
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
+        if result.status is not _PUT_OK:
+            return result
+        waiter = self.reput_service._waiter  # wakeup(), inlined on the hot path
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if self._group_commit is not None:
+            return await self._wait_for_flush(result, (msg,))
+        return result
+
+    async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
+        """Append a batch, all or nothing in one lock; SYNC_FLUSH waits for the disk."""
+        status = self._check_store_status()
+        if status is not None:
+            return PutMessageResult(status)
+        if self.put_message_hooks:
+            for msg in msgs:
+                for hook in self.put_message_hooks:
+                    refused = hook(msg)
+                    if refused is not None:
+                        return refused
+        try:
+            result = self.commit_log.put_messages(msgs)
+        except (TypeError, ValueError, AttributeError) as exc:  # a malformed message object
+            log.warning("illegal message refused: %s", exc)
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
+        if result.status is not PutMessageStatus.PUT_OK:
+            return result
+        self.reput_service.wakeup()
+        if self._group_commit is not None:
+            return await self._wait_for_flush(result, msgs)
+        return result
+
+    async def _wait_for_flush(self, result: PutMessageResult, msgs) -> PutMessageResult:
+        service = self._group_commit
+        if all(m.wait_store_msg_ok for m in msgs):
+            ar = result.append_message_result
+            loop = self._loop
+            fut = loop.create_future()
+            service.put_request(ar.wrote_offset + ar.wrote_bytes, fut, loop)
+            try:
+                ok = await asyncio.wait_for(fut, self.config.sync_flush_timeout / 1000)
+            except TimeoutError:
+                ok = False
+            if not ok:
+                log.error("do groupcommit, wait for flush failed, topic: %s", msgs[0].topic)
+                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        else:
+            service.wakeup()
+        return result
+
+    # --- get -----------------------------------------------------------------------------
+    def _next_offset_correction(self, old: int, new: int) -> int:
+        return old if self.config.broker_role == SLAVE else new
+
+    def _is_in_disk(self, offset_py: int, max_offset_py: int) -> bool:
+        memory = self.total_physical_memory * (self.config.access_message_in_memory_max_ratio / 100.0)
+        return (max_offset_py - offset_py) > memory
+
+    def _is_the_batch_full(self, size_py: int, max_msg_nums: int, max_total_size: int,
+                           buffer_total: int, message_total: int, in_disk: bool) -> bool:
+        if buffer_total == 0 or message_total == 0:
+            return False
+        if max_msg_nums <= message_total:
+            return True
+        if buffer_total + size_py > max_total_size:
+            return True
+        cfg = self.config
+        if in_disk:
+            return (buffer_total + size_py > cfg.max_transfer_bytes_on_message_in_disk
+                    or message_total > cfg.max_transfer_count_on_message_in_disk - 1)
+        return (buffer_total + size_py > cfg.max_transfer_bytes_on_message_in_memory
+                or message_total > cfg.max_transfer_count_on_message_in_memory - 1)
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int = 32,
+        max_total_size: int = 256 * 1024,
+        message_filter=None,
+    ) -> GetMessageResult:
+        """Read up to ``max_msg_nums`` raw records of a queue from ``offset`` (DefaultMessageStore.getMessage)."""
+        if self.shutdown_flag or not self.running_flags.is_readable():
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=offset)
+        cl = self.commit_log
+        max_offset_py = cl.get_max_offset()
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+                                    next_begin_offset=self._next_offset_correction(offset, 0))
+        min_offset = cq.get_min_offset_in_queue()
+        max_offset = cq.get_max_offset_in_queue()
+        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, min_offset=min_offset, max_offset=max_offset)
+        if max_offset == 0:
+            result.status = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+            result.next_begin_offset = self._next_offset_correction(offset, 0)
+        elif offset < min_offset:
+            result.status = GetMessageStatus.OFFSET_TOO_SMALL
+            result.next_begin_offset = self._next_offset_correction(offset, min_offset)
+        elif offset == max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+            result.next_begin_offset = self._next_offset_correction(offset, offset)
+        elif offset > max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            result.next_begin_offset = self._next_offset_correction(offset, min_offset if min_offset == 0 else max_offset)
+        else:
+            max_filter_count = max(16000, max_msg_nums * 20)
+            buf = cq.get_index_buffer(offset, max_filter_count)
+            if buf is None:
+                result.status = GetMessageStatus.OFFSET_FOUND_NULL
+                result.next_begin_offset = self._next_offset_correction(offset, cq.roll_next_file(offset))
+            else:
+                self._collect(result, buf, offset, max_msg_nums, max_total_size, message_filter, max_offset_py)
+        return result
+
+    def _collect(self, result: GetMessageResult, buf: bytes, offset: int, max_msg_nums: int,
+                 max_total_size: int, message_filter, max_offset_py: int) -> None:
+        cl = self.commit_log
+        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        next_phy_file_start = -1
+        max_phy_offset_pulling = 0
+        n = 0
+        count = len(buf) // CQ_STORE_UNIT_SIZE
+        for n, (offset_py, size_py, tags_code) in enumerate(CQ_ENTRY.iter_unpack(buf)):  # noqa: B007
+            if is_blank_entry(offset_py, size_py):
+                continue
+            max_phy_offset_pulling = offset_py
+            if next_phy_file_start >= 0 and offset_py < next_phy_file_start:
+                continue
+            in_disk = self._is_in_disk(offset_py, max_offset_py)
+            if self._is_the_batch_full(size_py, max_msg_nums, max_total_size, result.buffer_total_size,
+                                       result.message_count, in_disk):
+                break
+            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
+                if result.buffer_total_size == 0:
+                    result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                continue
+            record = cl.get_message(offset_py, size_py)
+            if record is None:
+                if result.buffer_total_size == 0:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_phy_file_start = cl.roll_next_file(offset_py)
+                continue
+            if message_filter is not None and hasattr(message_filter, "is_matched_by_commit_log"):
+                if not message_filter.is_matched_by_commit_log(_record_properties(record)):
+                    if result.buffer_total_size == 0:
+                        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                    continue
+            result.add_message(record, offset + n)
+            result.status = GetMessageStatus.FOUND
+            next_phy_file_start = -1
+        else:
+            n = count
+        result.next_begin_offset = offset + n
+        memory = self.total_physical_memory * (self.config.access_message_in_memory_max_ratio / 100.0)
+        result.suggest_pulling_from_slave = (max_offset_py - max_phy_offset_pulling) > memory
+
+    # --- queries -------------------------------------------------------------------------
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return cq.get_max_offset_in_queue() if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return cq.get_min_offset_in_queue() if cq is not None else -1
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        entry = cq.get_entry(cq_offset) if cq is not None else None
+        return entry[0] if entry is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.get_offset_in_queue_by_time(timestamp_ms, self.commit_log.pickup_store_timestamp)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        entry = cq.get_entry(cq_offset) if cq is not None else None
+        if entry is None or is_blank_entry(entry[0], entry[1]):
+            return -1
+        return self.commit_log.pickup_store_timestamp(entry[0], entry[1])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.get_min_offset_in_queue())
+
+    def get_earliest_message_time_store(self) -> int:
+        """Store time of the first message in the CommitLog (-1 when empty)."""
+        first = self.commit_log.get_min_offset()
+        return self.commit_log.pickup_store_timestamp(first, 0) if first >= 0 else -1
+
+    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
+        record = self.commit_log.get_record(phy_offset)
+        if record is None:
+            return None
+        try:
+            return decode_record(record, 0, check_crc=False)
+        except RecordError:
+            return None
+
+    def look_message_by_msg_id(self, msg_id: str) -> MessageExt | None:
+        """Resolve an offset message id (store host + CommitLog offset); None if not here."""
+        try:
+            _host, _port, offset = decode_offset_message_id(msg_id)
+        except ValueError:
+            return None
+        return self.look_message_by_offset(offset)
+
+    def select_one_message_by_offset(self, phy_offset: int, size: int | None = None) -> bytes | None:
+        """Raw record bytes at a CommitLog offset (VIEW_MESSAGE_BY_ID returns these)."""
+        if size is None:
+            return self.commit_log.get_record(phy_offset)
+        return self.commit_log.get_message(phy_offset, size)
+
+    def get_min_phy_offset(self) -> int:
+        return self.commit_log.get_min_offset()
+
+    def get_max_phy_offset(self) -> int:
+        return self.commit_log.get_max_offset()
+
+    def get_reput_from_offset(self) -> int:
+        return self.reput_service.reput_from_offset
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput_service.behind()
+
+    def delete_topics(self, topics: Iterable[str]) -> int:
+        """Drop the ConsumeQueues (files included) of ``topics``; returns how many queues."""
+        removed = 0
+        for topic in topics:
+            queues = self.consume_queue_table.pop(topic, None)
+            if not queues:
+                continue
+            for qid, cq in queues.items():
+                cq.destroy()
+                self.commit_log.remove_queue_from_topic_queue_table(topic, qid)
+                removed += 1
+            shutil.rmtree(os.path.join(self.config.consume_queue_dir, topic), ignore_errors=True)
+        return removed
+
+    def runtime_info(self) -> dict[str, str]:
+        cl = self.commit_log
+        cfg = self.config
+        info = {
+            "commitLogMinOffset": str(cl.get_min_offset()),
+            "commitLogMaxOffset": str(cl.get_max_offset()),
+            "commitLogFlushedOffset": str(cl.mapped_file_queue.flushed_where),
+            "dispatchBehindBytes": str(self.reput_service.behind() if self.reput_service else 0),
+            "reputFromOffset": str(self.reput_service.reput_from_offset if self.reput_service else 0),
+            "putMessageTimesTotal": str(cl.put_message_times_total),
+            "putMessageSizeTotal": str(cl.put_message_size_total),
+            "pageCacheLockTimeMills": str(max(0, time.time_ns() // 1_000_000 - cl.begin_time_in_lock)
+                                          if cl.begin_time_in_lock else 0),
+            "earliestMessageTimeStamp": str(self.get_earliest_message_time_store()),
+            "commitLogFileCount": str(len(cl.mapped_file_queue.mapped_files)),
+            "consumeQueueCount": str(len(self.consume_queues())),
+            "runningFlags": str(self.running_flags.flag_bits),
+            "flushDiskType": cfg.flush_disk_type,
+            "brokerRole": cfg.broker_role,
+        }
+        for name, path in (("commitLogDiskRatio", cfg.commit_log_dir), ("consumeQueueDiskRatio", cfg.consume_queue_dir)):
+            try:
+                usage = shutil.disk_usage(path)
+                info[name] = f"{usage.used / usage.total:.4f}"
+            except OSError:
+                info[name] = "-1"
+        return info
+
+
+def _record_properties(record: bytes) -> dict[str, str]:
+    """Properties of a raw record, for the CommitLog-side filter check."""
+    try:
+        return decode_record(record, 0, check_crc=False).properties
+    except RecordError:
+        return {}
+
+
+__all__ = [
+    "MessageStore",
+    "MessageExtBrokerInner",
+    "PutMessageResult",
+    "PutMessageStatus",
+    "AppendMessageResult",
+    "AppendMessageStatus",
+    "GetMessageResult",
+    "GetMessageStatus",
+]
