@@ -1,0 +1,124 @@
+"""`orbitmq bench all`: a short local-cluster scenario against the issue's goals.
+
+Starts `orbitmq local` in a child process (temporary data dir, free ports, ASYNC_FLUSH), then:
+baseline vs proxy throughput for batches of 32 x 1 KiB, single-message send RT at a fixed rate,
+and end-to-end latency with a consumer running at that rate. Goals are printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+
+from orbitmq.bench import baseline
+from orbitmq.bench.consumer import ConsumeOptions, run_consume_load
+from orbitmq.bench.load import LoadOptions, run_send_load
+from orbitmq.bench.stats import Stats, format_summary
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_local(data_dir: str) -> tuple[subprocess.Popen, str]:
+    ports = [_free_port() for _ in range(3)]
+    proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "local", "--data-dir", data_dir,
+                             "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]),
+                             "--proxy-port", str(ports[2]), "--log-level", "ERROR"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line and proc.poll() is not None:
+            raise RuntimeError("orbitmq local exited before it was ready")
+        if "Press Ctrl-C" in line:
+            return proc, f"127.0.0.1:{ports[2]}"
+    proc.kill()
+    raise RuntimeError("orbitmq local did not become ready")
+
+
+def stop_local(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+async def _e2e(endpoint: str, duration: float, rate: float, size: int) -> tuple[dict, dict]:
+    """Produce at ``rate`` while a consumer group receives; the consumer stops once caught up."""
+    topic, group = "OrbitBenchE2E", "OrbitBenchE2EGroup"
+    # Create the topic and let the consumer's group exist before the timed run.
+    await run_send_load(LoadOptions(endpoint=endpoint, topic=topic, size=size, concurrency=1, duration=0.2, rate=50))
+    await run_consume_load(ConsumeOptions(endpoint=endpoint, topic=topic, group=group, duration=1.5, concurrency=2))
+    stop = asyncio.Event()
+    consumer_stats = Stats()
+    consume = asyncio.create_task(run_consume_load(ConsumeOptions(
+        endpoint=endpoint, topic=topic, group=group, duration=duration + 30, concurrency=2), stop, consumer_stats))
+    produced = await run_send_load(LoadOptions(endpoint=endpoint, topic=topic, size=size, concurrency=32,
+                                               duration=duration, rate=rate))
+    deadline = time.monotonic() + 10
+    # Poll the consumer's counter until it caught up with what was produced.
+    while consumer_stats.messages < produced.messages and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    stop.set()
+    consumed = await consume
+    return produced.summary(), consumed.summary()
+
+
+def verdict(ok: bool) -> str:
+    return "MET" if ok else "NOT MET"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="orbitmq bench all", description=__doc__)
+    parser.add_argument("-d", "--duration", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("-s", "--size", type=int, default=1024)
+    parser.add_argument("--rate", type=float, default=1000.0, help="msgs/s for the latency runs")
+    parser.add_argument("-w", "--concurrency", type=int, default=8, help="in-flight batch requests")
+    args = parser.parse_args(list(argv or []))
+
+    ns = argparse.Namespace(endpoint="", topic="OrbitBench", size=args.size, concurrency=args.concurrency,
+                            batch=32, duration=args.duration, rate=0.0)
+    print(f"== baseline: bare grpc.aio echo, batch 32 x {args.size} B, {args.concurrency} in flight", flush=True)
+    base = baseline.run_baseline(ns)
+    print(format_summary("baseline", base), flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="orbitmq-bench-") as data_dir:
+        proc, endpoint = start_local(data_dir)
+        try:
+            print(f"== orbitmq local at {endpoint} (ASYNC_FLUSH, data in {data_dir})", flush=True)
+            # Latency runs first: the batch run leaves the broker a dispatch backlog to work off.
+            single = asyncio.run(run_send_load(LoadOptions(endpoint=endpoint, topic="OrbitBenchSingle",
+                                                           size=args.size, batch=1, concurrency=32,
+                                                           duration=args.duration, rate=args.rate))).summary()
+            print(format_summary(f"producer single message at {args.rate:.0f}/s", single), flush=True)
+            produced, consumed = asyncio.run(_e2e(endpoint, args.duration, args.rate, args.size))
+            print(format_summary(f"e2e producer at {args.rate:.0f}/s", produced), flush=True)
+            print(format_summary("e2e consumer", consumed, "end-to-end"), flush=True)
+            batch = asyncio.run(run_send_load(LoadOptions(endpoint=endpoint, size=args.size, batch=32,
+                                                          concurrency=args.concurrency,
+                                                          duration=args.duration))).summary()
+            print(format_summary("producer batch 32", batch), flush=True)
+        finally:
+            stop_local(proc)
+
+    ratio = batch["tps"] / base["tps"] if base["tps"] else 0.0
+    print("== goals (1 KiB, ASYNC_FLUSH, local)")
+    print(f"producer batch-32 throughput = {ratio * 100:.0f}% of baseline (goal >= 50%): {verdict(ratio >= 0.5)}")
+    at_rate = single["tps"] >= 0.9 * args.rate
+    print(f"single-message send p99 = {single['p99_ms']:.2f} ms at {single['tps']:.0f} msgs/s "
+          f"(goal <= 10 ms at {args.rate:.0f}/s): {verdict(at_rate and single['p99_ms'] <= 10)}")
+    kept_up = consumed["tps"] >= 0.9 * args.rate
+    print(f"end-to-end p99 = {consumed['p99_ms']:.2f} ms at {consumed['tps']:.0f} msgs/s consumed "
+          f"(goal <= 50 ms at {args.rate:.0f}/s): {verdict(kept_up and consumed['p99_ms'] <= 50)}")
+    return 0

@@ -1,0 +1,45 @@
+"""Latency/throughput bookkeeping shared by the gRPC benchmarks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted list (0 when empty)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+@dataclass
+class Stats:
+    """Counts messages and records one latency (ms) per request or per message."""
+
+    messages: int = 0
+    requests: int = 0
+    errors: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def summary(self) -> dict[str, float]:
+        values = sorted(self.latencies_ms)
+        elapsed = self.elapsed_s or 1e-9
+        return {
+            "messages": self.messages,
+            "requests": self.requests,
+            "errors": self.errors,
+            "tps": self.messages / elapsed,
+            "p50_ms": percentile(values, 50),
+            "p99_ms": percentile(values, 99),
+            "max_ms": values[-1] if values else 0.0,
+            "elapsed_s": self.elapsed_s,
+        }
+
+
+def format_summary(title: str, s: dict[str, float], what: str = "RT") -> str:
+    return (f"{title}: {s['tps']:.0f} msgs/s ({s['messages']:.0f} msgs, {s['requests']:.0f} requests, "
+            f"{s['errors']:.0f} errors in {s['elapsed_s']:.1f}s) {what} p50 {s['p50_ms']:.2f} ms, "
+            f"p99 {s['p99_ms']:.2f} ms, max {s['max_ms']:.2f} ms")

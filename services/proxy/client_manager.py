@@ -1,0 +1,336 @@
+"""gRPC clients: their Settings, Telemetry streams, and their presence on the brokers.
+
+RocketMQ's GrpcClientSettingsManager + GrpcChannelManager + ClientActivity. A client announces
+its Settings on the Telemetry stream and gets back the server-side Settings (retry policy,
+batch size, long polling, fifo flag, max body size). The proxy then keeps the client known to
+the brokers serving its topics (HEART_BEAT on its behalf) until it terminates or goes idle, and
+keeps its stream open for server -> client commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from google.protobuf.duration_pb2 import Duration
+
+from orbitmq.client import ConsumerData, ProducerData
+from orbitmq.common.filter import SubscriptionData, validate_filter_expression
+from orbitmq.common.filter.errors import FilterExpressionError
+from orbitmq.common.subscription_group import SubscriptionGroupConfig
+from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
+from orbitmq.proxy import errors, validation
+from orbitmq.proxy.cluster import ClusterService
+from orbitmq.proxy.config import ProxyConfig
+from orbitmq.proxy.context import ProxyContext
+from orbitmq.proxy.errors import ProxyError
+
+log = logging.getLogger("orbitmq.proxy.client")
+Code = pb.Code
+
+# CustomizedRetryPolicy's default "next" delays (1s 5s 10s 30s 1m … 2h), in milliseconds.
+DEFAULT_CUSTOMIZED_BACKOFF_MS = [1000, 5000, 10000, 30000] + [m * 60000 for m in range(1, 11)] + [
+    20 * 60000, 30 * 60000, 3600000, 7200000]
+# ExponentialRetryPolicy defaults.
+DEFAULT_EXPONENTIAL = (5000, 7200000, 2)
+
+
+def _duration_ms(ms: int) -> Duration:
+    d = Duration()
+    d.FromMilliseconds(int(ms))
+    return d
+
+
+def expression_type(filter_type: int) -> str:
+    return "SQL92" if filter_type == pb.FilterType.SQL else "TAG"
+
+
+def subscription_data(topic: str, expr: pb.FilterExpression) -> SubscriptionData:
+    """FilterAPI.build on a gRPC filter; ILLEGAL_FILTER_EXPRESSION when it does not parse."""
+    try:
+        return validate_filter_expression(expression_type(expr.type), expr.expression, topic)
+    except (FilterExpressionError, ValueError) as exc:
+        raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, f"expression format is not correct: {exc}") from None
+
+
+def consume_type_of(client_type: int) -> str:
+    if client_type in (pb.ClientType.SIMPLE_CONSUMER,):
+        return "CONSUME_ACTIVELY"
+    return "CONSUME_PASSIVELY"
+
+
+@dataclass
+class GrpcClient:
+    client_id: str
+    language: str
+    version: str
+    settings: pb.Settings | None = None
+    last_seen: float = field(default_factory=time.monotonic)
+    # Outbound Telemetry commands; None when the client has no open stream with this proxy.
+    outbox: asyncio.Queue[spb.TelemetryCommand | None] | None = None
+
+    @property
+    def is_producer(self) -> bool:
+        return self.settings is not None and self.settings.HasField("publishing")
+
+    @property
+    def group(self) -> str | None:
+        if self.settings is not None and self.settings.HasField("subscription"):
+            return self.settings.subscription.group.name
+        return None
+
+    def topics(self) -> list[str]:
+        if self.settings is None:
+            return []
+        if self.settings.HasField("publishing"):
+            return [t.name for t in self.settings.publishing.topics]
+        if self.settings.HasField("subscription"):
+            return [s.topic.name for s in self.settings.subscription.subscriptions]
+        return []
+
+
+class ClientManager:
+    def __init__(self, config: ProxyConfig, cluster: ClusterService) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.clients: dict[str, GrpcClient] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+        # Called with a client id when the client terminates or expires (e.g. release its messages).
+        self.client_gone_hooks: list[Callable[[str], Awaitable[None]]] = []
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._housekeeping(), name="grpc-client-housekeeping")
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for client in list(self.clients.values()):
+            self._close_stream(client)
+        for task in list(self._pending):
+            task.cancel()
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+    def _client(self, ctx: ProxyContext) -> GrpcClient:
+        client = self.clients.get(ctx.client_id)
+        if client is None:
+            client = GrpcClient(ctx.client_id, ctx.language, ctx.client_version)
+            self.clients[ctx.client_id] = client
+        client.last_seen = time.monotonic()
+        return client
+
+    # ---- settings ----------------------------------------------------------------------------
+
+    async def effective_settings(self, client_id: str) -> pb.Settings | None:
+        """The client's Settings merged with what the server decides (getClientSettings)."""
+        client = self.clients.get(client_id)
+        if client is None or client.settings is None:
+            return None
+        return await self.merge_settings(client.settings)
+
+    async def merge_settings(self, raw: pb.Settings) -> pb.Settings:
+        settings = pb.Settings()
+        settings.CopyFrom(raw)
+        if settings.HasField("publishing"):
+            cfg = self.config
+            bp = settings.backoff_policy
+            bp.max_attempts = cfg.grpc_client_producer_max_attempts
+            bp.exponential_backoff.initial.CopyFrom(_duration_ms(cfg.grpc_client_producer_backoff_initial_millis))
+            bp.exponential_backoff.max.CopyFrom(_duration_ms(cfg.grpc_client_producer_backoff_max_millis))
+            bp.exponential_backoff.multiplier = cfg.grpc_client_producer_backoff_multiplier
+            settings.publishing.validate_message_type = cfg.enable_topic_message_type_check
+            settings.publishing.max_body_size = cfg.max_message_size
+        elif settings.HasField("subscription"):
+            group = await self.cluster.group_config(settings.subscription.group.name)
+            self._merge_subscription(settings, group or SubscriptionGroupConfig(settings.subscription.group.name))
+        settings.metric.on = False
+        return settings
+
+    def _merge_subscription(self, settings: pb.Settings, group: SubscriptionGroupConfig) -> None:
+        sub = settings.subscription
+        sub.receive_batch_size = self.config.grpc_client_consumer_long_polling_batch_size
+        sub.long_polling_timeout.CopyFrom(_duration_ms(self.config.grpc_client_consumer_max_long_polling_timeout_millis))
+        sub.fifo = group.consume_message_orderly
+        bp = settings.backoff_policy
+        bp.max_attempts = group.retry_max_times + 1
+        policy = group.extra.get("groupRetryPolicy") or {}
+        if isinstance(policy, dict) and policy.get("type") == "EXPONENTIAL":
+            exp = policy.get("exponentialRetryPolicy") or {}
+            initial, maximum, multiplier = (int(exp.get("initial", DEFAULT_EXPONENTIAL[0])),
+                                            int(exp.get("max", DEFAULT_EXPONENTIAL[1])),
+                                            int(exp.get("multiplier", DEFAULT_EXPONENTIAL[2])))
+            bp.ClearField("customized_backoff")
+            bp.exponential_backoff.initial.CopyFrom(_duration_ms(initial))
+            bp.exponential_backoff.max.CopyFrom(_duration_ms(maximum))
+            bp.exponential_backoff.multiplier = multiplier
+        else:
+            custom = (policy.get("customizedRetryPolicy") or {}) if isinstance(policy, dict) else {}
+            nxt = [int(x) for x in custom.get("next", DEFAULT_CUSTOMIZED_BACKOFF_MS)]
+            bp.ClearField("exponential_backoff")
+            del bp.customized_backoff.next[:]
+            bp.customized_backoff.next.extend(_duration_ms(ms) for ms in nxt)
+
+    async def consumer_policy(self, client_id: str, group: str) -> tuple[bool, int]:
+        """(fifo, max delivery attempts) for a receive: from the client's settings or the group."""
+        settings = await self.effective_settings(client_id)
+        if settings is not None and settings.HasField("subscription"):
+            return settings.subscription.fifo, settings.backoff_policy.max_attempts
+        config = await self.cluster.group_config(group) or SubscriptionGroupConfig(group)
+        return config.consume_message_orderly, config.retry_max_times + 1
+
+    # ---- Telemetry ---------------------------------------------------------------------------
+
+    async def on_settings(self, ctx: ProxyContext, settings: pb.Settings) -> spb.TelemetryCommand:
+        """processAndWriteClientSettings: validate, remember, answer with the merged settings."""
+        which = settings.WhichOneof("pub_sub")
+        if which == "publishing":
+            for topic in settings.publishing.topics:
+                validation.validate_topic(topic.name)
+        elif which == "subscription":
+            validation.validate_consumer_group(settings.subscription.group.name)
+            for entry in settings.subscription.subscriptions:
+                validation.validate_topic(entry.topic.name)
+                subscription_data(entry.topic.name, entry.expression)
+        else:
+            raise ProxyError(Code.BAD_REQUEST, "there is no publishing or subscription data in settings")
+        client = self._client(ctx)
+        client.settings = settings
+        merged = await self.merge_settings(settings)
+        self._schedule_broker_heartbeat(client)
+        return spb.TelemetryCommand(status=errors.ok(), settings=merged)
+
+    def attach_stream(self, ctx: ProxyContext) -> asyncio.Queue[spb.TelemetryCommand | None]:
+        client = self._client(ctx)
+        self._close_stream(client)
+        client.outbox = asyncio.Queue()
+        return client.outbox
+
+    def detach_stream(self, client_id: str, outbox: asyncio.Queue) -> None:
+        client = self.clients.get(client_id)
+        if client is not None and client.outbox is outbox:
+            client.outbox = None
+
+    def _close_stream(self, client: GrpcClient) -> None:
+        if client.outbox is not None:
+            client.outbox.put_nowait(None)
+            client.outbox = None
+
+    def send_command(self, client_id: str, command: spb.TelemetryCommand) -> bool:
+        """Queue a server -> client command on the client's Telemetry stream (False if none)."""
+        client = self.clients.get(client_id)
+        if client is None or client.outbox is None:
+            return False
+        client.outbox.put_nowait(command)
+        return True
+
+    # ---- Heartbeat / termination -------------------------------------------------------------
+
+    async def heartbeat(self, ctx: ProxyContext, request: spb.HeartbeatRequest) -> spb.HeartbeatResponse:
+        client = self.clients.get(ctx.client_id)
+        if client is None or client.settings is None:
+            return spb.HeartbeatResponse(status=errors.status(
+                Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"))
+        client.last_seen = time.monotonic()
+        ctype = client.settings.client_type
+        if ctype in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER):
+            validation.validate_consumer_group(request.group.name)
+        elif ctype != pb.ClientType.PRODUCER:
+            return spb.HeartbeatResponse(status=errors.status(
+                Code.UNRECOGNIZED_CLIENT_TYPE, pb.ClientType.Name(ctype)))
+        self._schedule_broker_heartbeat(client)
+        return spb.HeartbeatResponse(status=errors.ok())
+
+    async def terminate(self, ctx: ProxyContext, request: spb.NotifyClientTerminationRequest
+                        ) -> spb.NotifyClientTerminationResponse:
+        client = self.clients.pop(ctx.client_id, None)
+        if client is None or client.settings is None:
+            return spb.NotifyClientTerminationResponse(status=errors.status(
+                Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"))
+        self._close_stream(client)
+        await self._client_gone(client)
+        return spb.NotifyClientTerminationResponse(status=errors.ok())
+
+    # ---- broker side presence ----------------------------------------------------------------
+
+    def _schedule_broker_heartbeat(self, client: GrpcClient) -> None:
+        task = asyncio.create_task(self._heartbeat_brokers(client))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _brokers_of(self, client: GrpcClient) -> set[str]:
+        addrs: set[str] = set()
+        for topic in client.topics():
+            try:
+                route = await self.cluster.route(topic)
+            except Exception:  # a missing topic only means no broker to tell
+                continue
+            for bd in route.broker_datas:
+                if bd.master_addr:
+                    addrs.add(bd.master_addr)
+        return addrs
+
+    def _heartbeat_data(self, client: GrpcClient) -> tuple[list[ProducerData], list[ConsumerData]]:
+        settings = client.settings
+        if settings is None:
+            return [], []
+        if settings.HasField("publishing"):
+            # RocketMQ's proxy registers a gRPC producer under its topics' names as groups.
+            return [ProducerData(t.name) for t in settings.publishing.topics], []
+        subs = []
+        for entry in settings.subscription.subscriptions:
+            try:
+                subs.append(subscription_data(entry.topic.name, entry.expression))
+            except ProxyError:
+                continue
+        return [], [ConsumerData(settings.subscription.group.name, subs, consume_type_of(settings.client_type))]
+
+    async def _heartbeat_brokers(self, client: GrpcClient) -> None:
+        producers, consumers = self._heartbeat_data(client)
+        for addr in await self._brokers_of(client):
+            try:
+                await self.cluster.api.heartbeat(addr, client.client_id, producers, consumers)
+            except Exception as exc:  # the next heartbeat retries; the client must not notice
+                log.debug("heartbeat of %s to %s failed: %s", client.client_id, addr, exc)
+
+    async def _client_gone(self, client: GrpcClient) -> None:
+        for hook in self.client_gone_hooks:
+            try:
+                await hook(client.client_id)
+            except Exception:  # one hook failing must not keep the client registered
+                log.exception("client-gone hook failed for %s", client.client_id)
+        await self._unregister(client)
+
+    async def _unregister(self, client: GrpcClient) -> None:
+        producers, consumers = self._heartbeat_data(client)
+        for addr in await self._brokers_of(client):
+            for p in producers:
+                with contextlib.suppress(Exception):
+                    await self.cluster.api.unregister_client(addr, client.client_id, producer_group=p.group_name)
+            for c in consumers:
+                with contextlib.suppress(Exception):
+                    await self.cluster.api.unregister_client(addr, client.client_id, consumer_group=c.group_name)
+
+    async def _housekeeping(self) -> None:
+        interval = self.config.heartbeat_interval_millis / 1000.0
+        idle = self.config.grpc_client_idle_time_mills / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for client_id, client in list(self.clients.items()):
+                if now - client.last_seen > idle and client.outbox is None:
+                    self.clients.pop(client_id, None)
+                    await self._client_gone(client)
+                elif client.settings is not None:
+                    self._schedule_broker_heartbeat(client)

@@ -1,0 +1,91 @@
+"""ProxyConfig: the proxy's settings under RocketMQ's rmq-proxy.json / proxy.conf key names."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from orbitmq.common.constants import DEFAULT_CLUSTER, NAMESRV_ADDR_ENV
+from orbitmq.config import ConfigBase
+
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+
+
+def _default_namesrv() -> str:
+    return os.environ.get(NAMESRV_ADDR_ENV, "127.0.0.1:9876")
+
+
+@dataclass
+class ProxyConfig(ConfigBase):
+    """Defaults are upstream ProxyConfig's, except where noted."""
+
+    rocket_mq_cluster_name: str = field(default=DEFAULT_CLUSTER, metadata={"key": "rocketMQClusterName"})
+    proxy_name: str = "DEFAULT_PROXY"
+    namesrv_addr: str = field(default_factory=_default_namesrv)
+    proxy_mode: str = "cluster"
+    grpc_server_port: int = 8081
+    # The address clients are told to dial (QueryRoute endpoints); empty = the address they used.
+    local_serve_addr: str = ""
+    grpc_shutdown_time_seconds: int = 5
+    # A 4 MiB body plus headers must fit; upstream allows 130 MiB.
+    grpc_max_inbound_message_size: int = 130 * 1024 * 1024
+    max_message_size: int = MAX_MESSAGE_SIZE
+    enable_message_body_empty_check: bool = True
+    max_user_property_size: int = 16 * 1024
+    user_property_max_num: int = 128
+    max_message_group_size: int = 64
+    default_invisible_time_mills: int = 60_000
+    min_invisible_time_mills_for_recv: int = 10_000
+    max_invisible_time_mills: int = 12 * 3600 * 1000
+    max_delay_time_mills: int = 24 * 3600 * 1000
+    enable_topic_message_type_check: bool = True
+    grpc_client_producer_max_attempts: int = 3
+    grpc_client_producer_backoff_initial_millis: int = 10
+    grpc_client_producer_backoff_max_millis: int = 1000
+    grpc_client_producer_backoff_multiplier: int = 2
+    grpc_client_consumer_min_long_polling_timeout_millis: int = 5_000
+    grpc_client_consumer_max_long_polling_timeout_millis: int = 20_000
+    grpc_client_consumer_long_polling_batch_size: int = 32
+    long_polling_reserve_time_in_millis: int = 100
+    # Remoting calls to brokers and NameServers.
+    remoting_timeout_millis: int = 3_000
+    topic_route_service_cache_refresh_seconds: int = 20
+    # Topic and group configs fetched from brokers are reused this long.
+    metadata_cache_expired_millis: int = 3_000
+    # How often gRPC clients are re-announced to brokers (HEART_BEAT on their behalf).
+    heartbeat_interval_millis: int = 10_000
+    # A gRPC client silent this long is unregistered from brokers.
+    grpc_client_idle_time_mills: int = 120_000
+    # Create a missing topic on every master of the cluster when a client first names it (the
+    # proxy counterpart of a broker's autoCreateTopicEnable; on for `orbitmq local`).
+    auto_create_topic_enable: bool = False
+    default_topic_queue_nums: int = 4
+    # Auto-renewed receipt handles (ReceiveMessage with auto_renew), upstream's names.
+    renew_ahead_time_millis: int = 10_000
+    renew_schedule_period_millis: int = 5_000
+    renew_max_time_millis: int = 3 * 3600 * 1000
+    max_renew_retry_times: int = 3
+    invisible_time_millis_when_clear: int = 1_000
+    # Delay messages (delivery_timestamp) also get the nearest longer delay level, which the
+    # broker's ScheduleMessageService serves; on because our brokers have no timer wheel yet.
+    use_delay_level: bool = True
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+    def delay_levels_millis(self) -> list[int]:
+        """The delay level table in milliseconds, level 1 first."""
+        units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+        levels = []
+        for item in self.message_delay_level.split():
+            levels.append(int(item[:-1]) * units[item[-1]])
+        return levels
+
+    def compute_delay_level(self, deliver_ms: int, now_ms: int) -> int:
+        """ProxyConfig.computeDelayLevel: the first level longer than the wait (0 when already due)."""
+        delay = deliver_ms - now_ms
+        if delay <= 0:
+            return 0
+        levels = self.delay_levels_millis()
+        for index, level_ms in enumerate(levels, 1):
+            if level_ms > delay:
+                return index
+        return len(levels)

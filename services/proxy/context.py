@@ -1,0 +1,60 @@
+"""ProxyContext: who is calling, read from the gRPC metadata RocketMQ 5 clients send."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from orbitmq.proxy.errors import ProxyError
+
+CLIENT_ID = "x-mq-client-id"
+LANGUAGE = "x-mq-language"
+CLIENT_VERSION = "x-mq-client-version"
+PROTOCOL_VERSION = "x-mq-protocol"
+NAMESPACE = "x-mq-namespace"
+REQUEST_ID = "x-mq-request-id"
+
+
+@dataclass
+class ProxyContext:
+    client_id: str
+    language: str
+    client_version: str
+    remote_address: str
+    namespace: str
+    # Seconds left before the caller's deadline; None when the call has none.
+    time_remaining: float | None
+
+    @classmethod
+    def from_grpc(cls, context: grpc.aio.ServicerContext) -> ProxyContext:
+        md: dict[str, str] = {}
+        for key, value in context.invocation_metadata() or ():
+            if isinstance(value, str):
+                md[key.lower()] = value
+        return cls(
+            client_id=md.get(CLIENT_ID, ""),
+            language=md.get(LANGUAGE, "JAVA"),
+            client_version=md.get(CLIENT_VERSION, ""),
+            remote_address=_peer_address(context.peer() or ""),
+            namespace=md.get(NAMESPACE, ""),
+            time_remaining=context.time_remaining(),
+        )
+
+    def require_client_id(self) -> None:
+        """GrpcMessagingApplication.validateContext: every call must name its client."""
+        if not self.client_id.strip():
+            raise ProxyError(pb.Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
+
+    @property
+    def remaining_ms(self) -> int | None:
+        return None if self.time_remaining is None else int(self.time_remaining * 1000)
+
+
+def _peer_address(peer: str) -> str:
+    """grpc's "ipv4:1.2.3.4:5678" / "ipv6:[::1]:5678" -> "1.2.3.4:5678"."""
+    for prefix in ("ipv4:", "ipv6:"):
+        if peer.startswith(prefix):
+            return peer[len(prefix):]
+    return peer

@@ -1,0 +1,176 @@
+"""apache.rocketmq.v2.MessagingService: one thin method per RPC, routed to its activity.
+
+Every call first checks the caller names itself (x-mq-client-id), and every failure comes back
+as gRPC OK with a Status, never as a transport error or a stack trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
+from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
+from orbitmq.proxy import errors
+from orbitmq.proxy.client_manager import ClientManager
+from orbitmq.proxy.consumer import ConsumerActivity
+from orbitmq.proxy.context import ProxyContext
+from orbitmq.proxy.offsets import OffsetActivity
+from orbitmq.proxy.producer import ProducerActivity
+from orbitmq.proxy.route import RouteActivity
+
+log = logging.getLogger("orbitmq.proxy.service")
+Code = pb.Code
+
+
+class MessagingService(sgrpc.MessagingServiceServicer):
+    def __init__(self, route: RouteActivity, producer: ProducerActivity, consumer: ConsumerActivity,
+                 offsets: OffsetActivity, clients: ClientManager) -> None:
+        self.route = route
+        self.producer = producer
+        self.consumer = consumer
+        self.offsets = offsets
+        self.clients = clients
+
+    @staticmethod
+    async def _unary(context: grpc.aio.ServicerContext, response_cls: type,
+                     handler: Callable[[ProxyContext], Awaitable[Any]]) -> Any:
+        ctx = ProxyContext.from_grpc(context)
+        try:
+            ctx.require_client_id()
+            return await handler(ctx)
+        except Exception as exc:  # noqa: BLE001 -- reported to the caller as a Status
+            return response_cls(status=errors.status_of(exc))
+
+    async def _stream(self, context: grpc.aio.ServicerContext, response_cls: type,
+                      handler: Callable[[ProxyContext], AsyncIterator[Any]]) -> AsyncIterator[Any]:
+        ctx = ProxyContext.from_grpc(context)
+        try:
+            ctx.require_client_id()
+        except Exception as exc:  # noqa: BLE001
+            yield response_cls(status=errors.status_of(exc))
+            return
+        async for item in handler(ctx):
+            yield item
+
+    # ---- route / client ---------------------------------------------------------------------
+
+    async def QueryRoute(self, request, context):
+        return await self._unary(context, spb.QueryRouteResponse, lambda ctx: self.route.query_route(request))
+
+    async def QueryAssignment(self, request, context):
+        return await self._unary(context, spb.QueryAssignmentResponse,
+                                 lambda ctx: self.route.query_assignment(request))
+
+    async def Heartbeat(self, request, context):
+        return await self._unary(context, spb.HeartbeatResponse, lambda ctx: self.clients.heartbeat(ctx, request))
+
+    async def NotifyClientTermination(self, request, context):
+        return await self._unary(context, spb.NotifyClientTerminationResponse,
+                                 lambda ctx: self.clients.terminate(ctx, request))
+
+    async def Telemetry(self, request_iterator, context):
+        ctx = ProxyContext.from_grpc(context)
+        try:
+            ctx.require_client_id()
+        except Exception as exc:  # noqa: BLE001
+            yield spb.TelemetryCommand(status=errors.status_of(exc))
+            return
+        outbox = self.clients.attach_stream(ctx)
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    which = command.WhichOneof("command")
+                    if which == "settings":
+                        try:
+                            reply = await self.clients.on_settings(ctx, command.settings)
+                        except Exception as exc:  # noqa: BLE001 -- refused settings get a Status
+                            reply = spb.TelemetryCommand(status=errors.status_of(exc))
+                        outbox.put_nowait(reply)
+                    elif which is None:
+                        outbox.put_nowait(spb.TelemetryCommand(status=errors.status(
+                            Code.BAD_REQUEST, "telemetry command carries no content")))
+                    else:
+                        log.info("telemetry %s from %s: %s", which, ctx.client_id, command.status.message)
+            except (asyncio.CancelledError, grpc.aio.AioRpcError):
+                pass
+            finally:
+                outbox.put_nowait(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while True:
+                item = await outbox.get()
+                if item is None:
+                    break
+                yield item
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+            self.clients.detach_stream(ctx.client_id, outbox)
+
+    # ---- producer ---------------------------------------------------------------------------
+
+    async def SendMessage(self, request, context):
+        return await self._unary(context, spb.SendMessageResponse,
+                                 lambda ctx: self.producer.send_message(ctx, request))
+
+    async def EndTransaction(self, request, context):
+        return await self._unary(context, spb.EndTransactionResponse, _not_implemented("EndTransaction"))
+
+    async def RecallMessage(self, request, context):
+        return await self._unary(context, spb.RecallMessageResponse, _not_implemented("RecallMessage"))
+
+    # ---- consumer ---------------------------------------------------------------------------
+
+    async def ReceiveMessage(self, request, context):
+        async for item in self._stream(context, spb.ReceiveMessageResponse,
+                                       lambda ctx: self.consumer.receive_message(ctx, request)):
+            yield item
+
+    async def AckMessage(self, request, context):
+        return await self._unary(context, spb.AckMessageResponse, lambda ctx: self.consumer.ack_message(ctx, request))
+
+    async def ChangeInvisibleDuration(self, request, context):
+        return await self._unary(context, spb.ChangeInvisibleDurationResponse,
+                                 lambda ctx: self.consumer.change_invisible_duration(ctx, request))
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):
+        return await self._unary(context, spb.ForwardMessageToDeadLetterQueueResponse,
+                                 lambda ctx: self.consumer.forward_to_dlq(ctx, request))
+
+    async def SyncLiteSubscription(self, request, context):
+        return await self._unary(context, spb.SyncLiteSubscriptionResponse, _not_implemented("SyncLiteSubscription"))
+
+    # ---- offsets ----------------------------------------------------------------------------
+
+    async def PullMessage(self, request, context):
+        async for item in self._stream(context, spb.PullMessageResponse,
+                                       lambda ctx: self.offsets.pull_message(ctx, request)):
+            yield item
+
+    async def UpdateOffset(self, request, context):
+        return await self._unary(context, spb.UpdateOffsetResponse,
+                                 lambda ctx: self.offsets.update_offset(ctx, request))
+
+    async def GetOffset(self, request, context):
+        return await self._unary(context, spb.GetOffsetResponse, lambda ctx: self.offsets.get_offset(ctx, request))
+
+    async def QueryOffset(self, request, context):
+        return await self._unary(context, spb.QueryOffsetResponse,
+                                 lambda ctx: self.offsets.query_offset(ctx, request))
+
+
+def _not_implemented(name: str) -> Callable[[ProxyContext], Awaitable[Any]]:
+    async def handler(ctx: ProxyContext) -> Any:
+        raise errors.ProxyError(Code.NOT_IMPLEMENTED, f"{name} is not supported by this proxy yet")
+
+    return handler
