@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orbitmq.client import extra_info as ei
 from orbitmq.client.batch import encode_messages
 from orbitmq.client.errors import MQBrokerError, MQClientError
 from orbitmq.client.results import (
@@ -27,6 +26,7 @@ from orbitmq.client.results import (
     SendResult,
     SendStatus,
 )
+from orbitmq.common import extra_info as ei
 from orbitmq.common import fastjson
 from orbitmq.common.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
 from orbitmq.common.filter.subscription import SubscriptionData
@@ -53,6 +53,9 @@ _SEND_OK_CODES = {
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
 }
+
+
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
 def _now_ms() -> int:
@@ -205,7 +208,7 @@ class MQClientAPI:
         header = self._send_header(batch_props, producer_group, queue_id, sys_flag, True, broker_name)
         response = await self.invoke(broker_addr, RequestCode.SEND_BATCH_MESSAGE, header,
                                      encode_messages(messages), timeout)
-        uniq = ",".join(m.uniq_key or "" for m in messages)
+        uniq = ",".join([m.properties.get(_UNIQ_KEY) or "" for m in messages])
         return self._send_result(response, broker_addr, first.topic, broker_name, uniq)
 
     async def consumer_send_msg_back(self, broker_addr: str, group: str, commit_log_offset: int, delay_level: int,
@@ -279,15 +282,17 @@ class MQClientAPI:
         """
         merged: dict[str, dict[str, Any]] = {}
         for info in extra_infos:
-            parts = info.split(ei.SEPARATOR)
-            if len(parts) < 8:
-                raise MQClientError(f"bad extra info {info!r}")
-            start, pop_time, invisible, revive, retry, _broker, queue_id, offset = parts[:8]
-            key = f"{retry}@{queue_id}@{start}@{pop_time}"
-            entry = merged.setdefault(key, {"c": group, "t": topic, "r": retry, "so": int(start), "q": int(queue_id),
-                                            "rq": int(revive), "pt": int(pop_time), "it": int(invisible),
-                                            "bits": set()})
-            entry["bits"].add(int(offset) - int(start))
+            try:
+                ck = ei.parse_extra_info(info)
+            except ei.ExtraInfoError as exc:
+                raise MQClientError(f"bad extra info {info!r}: {exc}") from None
+            if ck.msg_queue_offset is None:
+                raise MQClientError(f"bad extra info {info!r}: no message queue offset")
+            key = f"{ck.retry}@{ck.queue_id}@{ck.ck_queue_offset}@{ck.pop_time}"
+            entry = merged.setdefault(key, {"c": group, "t": topic, "r": ck.retry, "so": ck.ck_queue_offset,
+                                            "q": ck.queue_id, "rq": ck.revive_qid, "pt": ck.pop_time,
+                                            "it": ck.invisible_time, "bits": set()})
+            entry["bits"].add(ck.msg_queue_offset - ck.ck_queue_offset)
         acks = []
         for entry in merged.values():
             bits = entry.pop("bits")
@@ -308,13 +313,22 @@ class MQClientAPI:
     async def change_invisible_time(self, broker_addr: str, broker_name: str,
                                     header: h.ChangeInvisibleTimeRequestHeader,
                                     timeout: float | None = None) -> AckResult:  # noqa: ASYNC109
-        """CHANGE_MESSAGE_INVISIBLETIME; the result's extra_info is the message's new handle."""
+        """CHANGE_MESSAGE_INVISIBLETIME; the result's extra_info is the message's new handle.
+
+        The new handle keeps the old one's retry flag: callers often name the original topic of a
+        message redelivered from the pop retry topic, and a handle built from that name would send
+        later acks to the wrong queue (the broker resolves the real topic the same way).
+        """
         response = await self.invoke(broker_addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header, timeout=timeout)
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerError(response.code, response.remark, broker_addr)
         rh = h.ChangeInvisibleTimeResponseHeader.from_command(response)
-        info = ei.build_extra_info(header.offset, rh.pop_time, rh.invisible_time, rh.revive_qid, header.topic,
-                                   broker_name, header.queue_id) + ei.SEPARATOR + str(header.offset)
+        try:
+            topic = ei.parse_extra_info(header.extra_info).real_topic(header.topic, header.consumer_group)
+        except ei.ExtraInfoError as exc:
+            raise MQClientError(f"bad extra info {header.extra_info!r}: {exc}") from None
+        info = ei.build_extra_info(header.offset, rh.pop_time, rh.invisible_time, rh.revive_qid, topic,
+                                   broker_name, header.queue_id) + ei.KEY_SEPARATOR + str(header.offset)
         return AckResult(AckStatus.OK, info, rh.pop_time)
 
     # ---- offsets ----------------------------------------------------------------------------
@@ -520,15 +534,15 @@ def _attach_pop_ck(messages: list[MessageExt], rh: h.PopMessageResponseHeader,
     first_ck: dict[str, str] = {}
     for msg in messages:
         props = msg.properties
-        if start_info is None:
+        if not start_info:  # an older broker sent no offset infos
             key = msg.topic + str(msg.queue_id)
             if key not in first_ck:
                 first_ck[key] = ei.build_extra_info(msg.queue_offset, rh.pop_time, rh.invisible_time, rh.revive_qid,
                                                     msg.topic, broker_name, msg.queue_id)
-            props[MessageConst.POP_CK] = first_ck[key] + ei.SEPARATOR + str(msg.queue_offset)
+            props[MessageConst.POP_CK] = first_ck[key] + ei.KEY_SEPARATOR + str(msg.queue_offset)
         elif MessageConst.POP_CK not in props:
             qkey = ei.start_offset_info_key(msg.topic, msg.queue_id)
-            offsets = (msg_info or {}).get(qkey)
+            offsets = msg_info.get(qkey)
             queue_offset = msg.queue_offset
             if offsets:
                 index = sorted_offsets[qkey].index(msg.queue_offset)

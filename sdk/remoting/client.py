@@ -6,6 +6,7 @@ import asyncio
 import logging
 import random
 
+from orbitmq.common.aio import cancel_and_wait
 from orbitmq.remoting.channel import DEFAULT_MAX_CONCURRENT_REQUESTS, Channel
 from orbitmq.remoting.errors import RemotingConnectError, RemotingTimeoutError, RemotingTooMuchRequestError
 from orbitmq.remoting.framing import DEFAULT_MAX_FRAME_SIZE
@@ -123,10 +124,7 @@ class RemotingClient:
         self._closed = True
         for addr in list(self._pool):
             await self.close_channel(addr)
-        for task in list(self._serve_tasks):
-            task.cancel()
-        if self._serve_tasks:
-            await asyncio.gather(*self._serve_tasks, return_exceptions=True)
+        await cancel_and_wait(*self._serve_tasks)
 
     async def __aenter__(self) -> RemotingClient:
         return self

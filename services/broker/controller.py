@@ -40,6 +40,7 @@ from orbitmq.broker.store.metadata.consumer_offset_manager import ConsumerOffset
 from orbitmq.broker.store.metadata.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.store.metadata.topic_config_manager import TopicConfigManager
 from orbitmq.broker.store.model import MessageExtBrokerInner
+from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.constants import PERM_READ, PERM_WRITE, is_readable, is_writeable
 from orbitmq.common.filter.java_compat import java_string_hash
 from orbitmq.common.message import MessageConst, properties_to_string
@@ -148,7 +149,9 @@ class BrokerController:
         self._scan_kick = asyncio.Event()
         self._tasks = [
             asyncio.create_task(self._register_loop(), name="registerBrokerAll"),
-            asyncio.create_task(self._persist_offsets_loop(), name="persistConsumerOffset"),
+            asyncio.create_task(periodic(max(self.config.flush_consumer_offset_interval, 100) / 1000.0,
+                                         self.consumer_offset_manager.persist_async, what="persist consumer offsets"),
+                                name="persistConsumerOffset"),
             asyncio.create_task(self._scan_channels_loop(), name="ClientHousekeepingService"),
         ]
         self._started = True
@@ -158,11 +161,7 @@ class BrokerController:
         if not self._started:
             return
         self._started = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks = []
         with contextlib.suppress(Exception):
             await self.outer_api.unregister_broker_all(
@@ -186,8 +185,8 @@ class BrokerController:
 
     async def abort_start(self) -> None:
         """Release what a failed start() acquired (listening socket, store lock, clients)."""
-        for task in self._tasks:
-            task.cancel()
+        await cancel_and_wait(*self._tasks)
+        self._tasks = []
         for close in (self.remoting_server.close, self.pull_request_hold_service.shutdown,
                       self.send_queue.shutdown, self.outer_api.close):
             with contextlib.suppress(Exception):
@@ -459,15 +458,6 @@ class BrokerController:
                 await self.register_broker_all()
             except Exception:
                 log.exception("registerBrokerAll failed")
-
-    async def _persist_offsets_loop(self) -> None:
-        interval = max(self.config.flush_consumer_offset_interval, 100) / 1000.0
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.consumer_offset_manager.persist_async()
-            except Exception:
-                log.exception("persist consumer offsets failed")
 
     async def _scan_channels_loop(self) -> None:
         while True:

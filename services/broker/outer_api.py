@@ -30,6 +30,11 @@ def body_crc32(body: bytes) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
+def _encode_register_body(wrapper: TopicConfigAndMappingSerializeWrapper) -> tuple[bytes, int]:
+    body = RegisterBrokerBody(wrapper, []).encode(compress=False)
+    return body, body_crc32(body)
+
+
 class BrokerOuterAPI:
     def __init__(self, timeout_millis: int = 24000) -> None:
         self.timeout = timeout_millis / 1000.0
@@ -44,10 +49,13 @@ class BrokerOuterAPI:
         wrapper = TopicConfigAndMappingSerializeWrapper(
             topic_config_table={tc.topic_name: tc for tc in topic_configs},
             data_version=DataVersion.from_json_dict(data_version))
-        body = RegisterBrokerBody(wrapper, []).encode(compress=False)
+        # The body is the whole topic table (tens of ms of JSON for thousands of topics, every
+        # period and every metadata change): serialise it off the loop. TopicConfigs are
+        # replaced, never mutated, in the table, so the list the caller took is a stable snapshot.
+        body, crc = await asyncio.to_thread(_encode_register_body, wrapper)
         fields = {"brokerName": broker_name, "brokerAddr": broker_addr, "clusterName": cluster_name,
                   "haServerAddr": ha_server_addr, "brokerId": str(broker_id), "compressed": "false",
-                  "bodyCrc32": str(body_crc32(body))}
+                  "bodyCrc32": str(crc)}
 
         async def one(addr: str) -> bool:
             request = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(fields), body)

@@ -10,8 +10,9 @@ import asyncio
 import logging
 from typing import Any
 
+from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.namesrv.config import NamesrvConfig
-from orbitmq.namesrv.kvconfig import KVConfigManager, write_file_atomically
+from orbitmq.namesrv.kvconfig import KVConfigManager, SnapshotFileWriter
 from orbitmq.namesrv.processor import DefaultRequestProcessor
 from orbitmq.namesrv.routeinfo import RouteInfoManager, choose_broker_addrs_to_notify
 from orbitmq.remoting.client import RemotingClient
@@ -38,6 +39,9 @@ class NamesrvController:
         self._scan_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._started = False
+        # UPDATE_NAMESRV_CONFIG writes run on worker threads; two quick updates must not finish
+        # out of order and leave the older config on disk.
+        self._config_writer = SnapshotFileWriter()
 
     @property
     def port(self) -> int:
@@ -54,21 +58,24 @@ class NamesrvController:
         """Load KV config, listen, and begin the not-active-broker scan."""
         if self._started:
             return
-        self.kv_config_manager.load()
+        await asyncio.to_thread(self.kv_config_manager.load)
         self.remoting_server.register_default(self.processor.process)
         self.remoting_server.on_connect(self._on_connect)
         await self.remoting_server.start()
-        self._scan_task = asyncio.create_task(self._scan_loop(), name="NSScanScheduledThread")
+        interval = self._scan_interval()
+        # Upstream waits 5 s before the first scan; a shorter interval (tests) starts sooner.
+        self._scan_task = asyncio.create_task(
+            periodic(self._scan_interval, self.route_info_manager.scan_not_active_broker, what="scanNotActiveBroker",
+                     initial_delay=min(SCAN_INITIAL_DELAY_MS / 1000, interval)),
+            name="NSScanScheduledThread")
         self._started = True
 
     async def shutdown(self) -> None:
         if not self._started:
             return
         self._started = False
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            await asyncio.gather(self._scan_task, return_exceptions=True)
-            self._scan_task = None
+        await cancel_and_wait(self._scan_task)
+        self._scan_task = None
         await self.remoting_server.close()
         await self.remoting_client.close()
         if self._background:
@@ -105,21 +112,14 @@ class NamesrvController:
         except RemotingError as exc:
             log.warning("notify min broker id change to %s failed: %s", addr, exc)
 
-    async def _scan_loop(self) -> None:
-        interval = max(self.config.scan_not_active_broker_interval, 1) / 1000
-        # Upstream waits 5 s before the first scan; a shorter interval (tests) starts sooner.
-        await asyncio.sleep(min(SCAN_INITIAL_DELAY_MS / 1000, interval))
-        while True:
-            try:
-                self.route_info_manager.scan_not_active_broker()
-            except Exception:
-                log.exception("scanNotActiveBroker exception")
-            await asyncio.sleep(max(self.config.scan_not_active_broker_interval, 1) / 1000)
+    def _scan_interval(self) -> float:
+        """Read at every period: UPDATE_NAMESRV_CONFIG may change it while running."""
+        return max(self.config.scan_not_active_broker_interval, 1) / 1000
 
     async def persist_config(self) -> None:
         """Write the live config to configStorePath after UPDATE_NAMESRV_CONFIG (Configuration.persist)."""
         data = self.config.to_properties().encode("utf-8")
         try:
-            await asyncio.to_thread(write_file_atomically, self.config.config_store_path, data)
+            await self._config_writer.write(self.config.config_store_path, data)
         except OSError:
             log.exception("persist namesrv config to %s failed", self.config.config_store_path)

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 from orbitmq.common.route import KVTable, RouteDataError, parse_json
@@ -44,11 +45,37 @@ def write_file_atomically(path: str | Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+class SnapshotFileWriter:
+    """Writes numbered snapshots of files on worker threads; the newest snapshot always wins.
+
+    Callers take the snapshot on the event loop and number it there. A request handler can be
+    cancelled (its connection closed) while its write still runs on a thread, so an asyncio
+    lock alone would let the next write overlap it and finish first; instead the writes are
+    serialised on a thread lock and a snapshot older than the one on disk is dropped.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._snapshot_seq = 0
+        self._written_seq: dict[str, int] = {}
+
+    async def write(self, path: str, data: bytes) -> None:
+        self._snapshot_seq += 1
+        await asyncio.to_thread(self._write, self._snapshot_seq, path, data)
+
+    def _write(self, seq: int, path: str, data: bytes) -> None:
+        with self._lock:
+            if seq <= self._written_seq.get(path, 0):
+                return
+            write_file_atomically(path, data)
+            self._written_seq[path] = seq
+
+
 class KVConfigManager:
     def __init__(self, kv_config_path: str) -> None:
         self.kv_config_path = kv_config_path
         self.config_table: dict[str, dict[str, str]] = {}
-        self._persist_lock = asyncio.Lock()
+        self._writer = SnapshotFileWriter()
 
     def load(self) -> None:
         """Read the file if it exists; a corrupt file is an error, not silently an empty table."""
@@ -97,11 +124,10 @@ class KVConfigManager:
         return json.dumps({"configTable": self.config_table}, indent=1, ensure_ascii=False).encode("utf-8")
 
     async def persist(self) -> None:
-        """Write the current table; concurrent calls are serialized so the last write is the newest."""
-        async with self._persist_lock:
-            data = self.encode()
-            try:
-                await asyncio.to_thread(write_file_atomically, self.kv_config_path, data)
-            except OSError:
-                log.exception("persist kvconfig Exception, %s", self.kv_config_path)
-                raise
+        """Write the current table off the loop; of concurrent calls the newest table wins."""
+        data = self.encode()
+        try:
+            await self._writer.write(self.kv_config_path, data)
+        except OSError:
+            log.exception("persist kvconfig Exception, %s", self.kv_config_path)
+            raise

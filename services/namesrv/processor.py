@@ -7,12 +7,13 @@ RemotingCommandException does), and the connection keeps serving.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orbitmq.common.route import (
     VERSION_V3_0_11,
@@ -88,6 +89,18 @@ def parse_properties_text(text: str) -> dict[str, str]:
 
 
 Handler = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand]]
+
+# A registration body carries the broker's whole topic table: ~40 ms of JSON (and maybe zlib)
+# for 10k topics. Bodies this large are decoded on a worker thread, small ones stay on the loop.
+OFFLOAD_DECODE_BYTES = 64 * 1024
+
+_T = TypeVar("_T")
+
+
+async def _off_loop_if(large: bool, fn: Callable[..., _T], *args: Any) -> _T:
+    if large:
+        return await asyncio.to_thread(fn, *args)
+    return fn(*args)
 
 
 class DefaultRequestProcessor:
@@ -192,7 +205,10 @@ class DefaultRequestProcessor:
         if request.version >= VERSION_V3_0_11:
             if request.body:
                 try:
-                    body = RegisterBrokerBody.decode(request.body, header.compressed, request.version)
+                    # A compressed body inflates ~10x: decode it off the loop whatever its size.
+                    large = bool(header.compressed) or len(request.body) >= OFFLOAD_DECODE_BYTES
+                    body = await _off_loop_if(large, RegisterBrokerBody.decode, request.body, header.compressed,
+                                              request.version)
                 except RouteDataError as exc:
                     raise RouteDataError(f"Failed to decode RegisterBrokerBody: {exc}") from None
             else:
@@ -201,7 +217,8 @@ class DefaultRequestProcessor:
             wrapper = body.topic_config_serialize_wrapper
             filter_servers = body.filter_server_list
         elif request.body:
-            wrapper = TopicConfigSerializeWrapper.decode(request.body)
+            wrapper = await _off_loop_if(len(request.body) >= OFFLOAD_DECODE_BYTES, TopicConfigSerializeWrapper.decode,
+                                         request.body)
         else:
             wrapper = TopicConfigSerializeWrapper(data_version=DataVersion(0, 0, 0))
 

@@ -1,7 +1,8 @@
 """The gRPC receipt handle: RocketMQ 5's ReceiptHandle, i.e. the broker's POP check-point info.
 
 The handle is the ExtraInfo string the broker defined at POP time (startOffset, popTime,
-invisibleTime, reviveQid, topicType, brokerName, queueId, offset) plus the CommitLog offset.
+invisibleTime, reviveQid, topicType, brokerName, queueId, offset; see orbitmq.common.extra_info)
+plus the CommitLog offset.
 Because it names the broker and everything the broker needs, any proxy replica can ack it.
 """
 
@@ -10,19 +11,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from orbitmq.client.extra_info import (  # noqa: F401  (re-exported for the proxy)
-    NORMAL_TOPIC,
-    RETRY_TOPIC,
-    RETRY_TOPIC_V2,
-    SEPARATOR,
-    build_extra_info,
-    pop_retry_topic_v1,
-    pop_retry_topic_v2,
-    topic_type,
+from orbitmq.common.extra_info import (
+    KEY_SEPARATOR,
+    POP_ORDER_REVIVE_QUEUE,
+    ExtraInfoError,
+    parse_extra_info,
+    real_topic,
 )
-
-# KeyBuilder.POP_ORDER_REVIVE_QUEUE: the revive queue id that marks an orderly (FIFO) POP.
-POP_ORDER_REVIVE_QUEUE = 999
 
 
 class InvalidReceiptHandle(ValueError):
@@ -56,41 +51,42 @@ class ReceiptHandle:
 
     def real_topic(self, topic: str, group: str) -> str:
         """The topic the message really sits in: a POP retry topic when it was redelivered."""
-        if self.topic_type == RETRY_TOPIC:
-            return pop_retry_topic_v1(topic, group)
-        if self.topic_type == RETRY_TOPIC_V2:
-            return pop_retry_topic_v2(topic, group)
-        return topic
+        return real_topic(topic, group, self.topic_type)
 
     def encode(self) -> str:
         return self.raw
 
     @classmethod
     def decode(cls, handle: str) -> ReceiptHandle:
+        """ReceiptHandle.decode: the broker's 8-field ExtraInfo, then the CommitLog offset if any."""
         if not handle or not isinstance(handle, str):
             raise InvalidReceiptHandle("receipt handle is empty")
-        data = handle.split(SEPARATOR)
+        data = handle.split(KEY_SEPARATOR)
         if len(data) < 8:
             raise InvalidReceiptHandle(f"Parse failed, dataList size {len(data)}")
         try:
-            return cls(
-                start_offset=int(data[0]),
-                retrieve_time=int(data[1]),
-                invisible_time=int(data[2]),
-                revive_queue_id=int(data[3]),
-                topic_type=data[4],
-                broker_name=data[5],
-                queue_id=int(data[6]),
-                offset=int(data[7]),
-                commit_log_offset=int(data[8]) if len(data) >= 9 else -1,
-                raw=handle,
-            )
-        except ValueError as exc:
+            info = parse_extra_info(KEY_SEPARATOR.join(data[:8]))
+            commit_log_offset = int(data[8]) if len(data) >= 9 else -1
+        except (ExtraInfoError, ValueError) as exc:
             raise InvalidReceiptHandle(f"Parse failed: {exc}") from None
+        if info.msg_queue_offset is None:  # unreachable with eight fields; keeps the type exact
+            raise InvalidReceiptHandle("Parse failed, no queue offset")
+        return cls(
+            start_offset=info.ck_queue_offset,
+            retrieve_time=info.pop_time,
+            invisible_time=info.invisible_time,
+            revive_queue_id=info.revive_qid,
+            topic_type=info.retry,
+            broker_name=info.broker_name,
+            queue_id=info.queue_id,
+            offset=info.msg_queue_offset,
+            commit_log_offset=commit_log_offset,
+            raw=handle,
+        )
 
 
 def with_commit_log_offset(pop_ck: str | None, commit_log_offset: int) -> str | None:
     """ConsumerProcessor.createHandle: append the CommitLog offset to the broker's ExtraInfo."""
     if pop_ck is None:
         return None
-    return pop_ck + SEPARATOR + str(commit_log_offset)
+    return pop_ck + KEY_SEPARATOR + str(commit_log_offset)

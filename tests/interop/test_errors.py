@@ -9,9 +9,9 @@ import grpc
 import pytest
 from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
+from orbitmq.common.extra_info import build_extra_info
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
-from orbitmq.proxy.receipt_handle import build_extra_info
 from tests.interop import rawgrpc
 from tests.interop.harness import Cluster, unique
 

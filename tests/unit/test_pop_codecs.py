@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orbitmq.broker.pop import checkpoint as cp
-from orbitmq.broker.pop import extra_info as ei
-from orbitmq.broker.pop.constants import build_pop_retry_topic, parse_normal_topic
 from orbitmq.broker.pop.order_info import ConsumerOrderInfoManager
+from orbitmq.common import extra_info as ei
+from orbitmq.common.extra_info import build_pop_retry_topic, parse_normal_topic
 
 names = st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters=" ;"), min_size=1, max_size=20)
 longs = st.integers(0, 2**62)

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orbitmq.client import MQBrokerError, MQClientError, parse_namesrv_addr
-from orbitmq.client import extra_info as ei
 from orbitmq.client.api import _attach_pop_ck
+from orbitmq.common import extra_info as ei
 from orbitmq.common.message import MessageConst, MessageExt
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proxy import converter, errors
@@ -56,7 +56,7 @@ def test_receipt_handle_round_trip(start, pop_time, invisible, revive, topic, br
     assert (handle.start_offset, handle.retrieve_time, handle.invisible_time, handle.revive_queue_id,
             handle.broker_name, handle.queue_id, handle.offset, handle.commit_log_offset) == (
         start, pop_time, invisible, revive, broker, queue, offset, clo)
-    assert handle.topic_type == ei.topic_type(topic)
+    assert handle.topic_type == ei.retry_flag(topic)
 
 
 def test_pop_ck_built_from_offset_infos() -> None:

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orbitmq.common.aio import cancel_and_wait
+
 log = logging.getLogger(__name__)
 
 TOPIC_QUEUEID_SEPARATOR = "@"
@@ -81,11 +83,8 @@ class PullRequestHoldService:
         self._task = asyncio.create_task(self._run(), name="PullRequestHoldService")
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         for requests in self.pull_request_table.values():
             for request in requests:
                 request.release(False)

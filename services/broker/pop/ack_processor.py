@@ -14,12 +14,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.processors.base import Fields, RequestError
+from orbitmq.common.extra_info import POP_ORDER_REVIVE_QUEUE, ExtraInfoError, parse_extra_info, real_topic
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 
 from .checkpoint import AckMsg, BatchAckMsg, RevivePayloadError, parse_batch_ack_body
-from .constants import POP_ORDER_REVIVE_QUEUE, build_lock_key
-from .extra_info import ExtraInfoError, parse_extra_info, real_topic
+from .constants import build_lock_key
 
 if TYPE_CHECKING:
     from .service import PopService

@@ -13,13 +13,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.processors.base import Fields, RequestError, ext
+from orbitmq.common.extra_info import ExtraInfoError, parse_extra_info
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 
 from .ack_processor import bad_extra_info
 from .checkpoint import AckMsg, PopCheckPoint
 from .constants import build_lock_key
-from .extra_info import ExtraInfoError, parse_extra_info
 
 if TYPE_CHECKING:
     from .service import PopService

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orbitmq.broker.processors.filtering import matches
-
-from .constants import build_pop_retry_topic
+from orbitmq.common.extra_info import build_pop_retry_topic
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ The table is persisted as config/consumerOrderInfo.json so a restart keeps both 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -18,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orbitmq.broker.store.metadata.json_file import load_json_with_backup, write_json_atomic
+from orbitmq.common import extra_info
 
-from . import extra_info
 from .constants import SPLIT
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,10 @@ class ConsumerOrderInfoManager:
         self.path = os.path.join(config_dir, FILE_NAME)
         self.table: dict[str, dict[int, OrderInfo]] = {}
         self._dirty = False
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the table against the loader thread
+        self._write_lock = threading.Lock()  # serialises file writes (they share one .tmp name)
+        self._snapshot_seq = 0
+        self._written_seq = 0
 
     # ---- queries used by pop / notification ------------------------------------------------
     def get(self, topic: str, group: str, queue_id: int) -> OrderInfo | None:
@@ -172,9 +176,37 @@ class ConsumerOrderInfoManager:
         table = obj["table"]
         return {str(k): {int(q): OrderInfo.from_json(info) for q, info in v.items()} for k, v in table.items()}
 
-    def persist(self, force: bool = False) -> None:
-        """Writes the table when it changed (blocking: call through a thread from the loop)."""
+    def _snapshot(self, force: bool) -> tuple[int, dict[str, Any]] | None:
+        """The table as JSON data, numbered; None when nothing changed since the last one.
+
+        Taken on the caller's thread (the event loop), where the table is mutated, so the
+        loop never waits on a lock a worker holds while it serialises a big table.
+        """
         if not (self._dirty or force):
-            return
+            return None
         self._dirty = False
-        write_json_atomic(self.path, self.encode())
+        self._snapshot_seq += 1
+        return self._snapshot_seq, self.encode()
+
+    def _write(self, seq: int, obj: dict[str, Any]) -> None:
+        with self._write_lock:
+            if seq <= self._written_seq:
+                return  # a newer snapshot is on disk already: never go back in time
+            write_json_atomic(self.path, obj)
+            self._written_seq = seq
+
+    def persist(self, force: bool = False) -> None:
+        """Writes the table when it changed; blocks on fsync (tests, worker threads)."""
+        snapshot = self._snapshot(force)
+        if snapshot is not None:
+            self._write(*snapshot)
+
+    async def persist_async(self, force: bool = False) -> None:
+        """Snapshot now on the loop, serialise and fsync on a worker thread.
+
+        A write still running when its task is cancelled (shutdown) cannot overwrite the
+        newer snapshot taken after it: writes are serialised and numbered.
+        """
+        snapshot = self._snapshot(force)
+        if snapshot is not None:
+            await asyncio.to_thread(self._write, *snapshot)

@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 import random
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,21 +23,16 @@ from orbitmq.broker.processors import topic_support
 from orbitmq.broker.processors.base import Fields, RequestError, ext
 from orbitmq.broker.processors.filtering import build_filter
 from orbitmq.broker.store.model import GetMessageStatus
-from orbitmq.common.constants import is_readable
+from orbitmq.common import extra_info
+from orbitmq.common.constants import is_readable, is_retry_topic
+from orbitmq.common.extra_info import POP_ORDER_REVIVE_QUEUE, build_pop_retry_topic
 from orbitmq.common.message_codec import decode_record
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 
-from . import dead_letter, extra_info
+from . import dead_letter
 from .checkpoint import PopCheckPoint
-from .constants import (
-    INIT_MODE_MIN,
-    MAX_POP_MSG_NUMS,
-    POP_ORDER_REVIVE_QUEUE,
-    build_lock_key,
-    build_pop_retry_topic,
-    is_retry_topic,
-)
+from .constants import INIT_MODE_MIN, MAX_POP_MSG_NUMS, build_lock_key
 from .message_rewrite import rewrite_popped
 
 if TYPE_CHECKING:
@@ -50,6 +46,10 @@ MAX_TOTAL_SIZE = 32 * 4 * 1024 * 1024
 BUSY_RETRY_SECONDS = 0.02
 # Longest single wait while parked; the pop is retried after it even without a wake-up.
 MAX_PARK_SLICE_SECONDS = 5.0
+# Store reads are synchronous and a filtered read scans up to 16000 ConsumeQueue entries, so a
+# pop over every queue of a wide topic can run long without an await that yields: give the
+# loop back once a pass has used this much of it.
+YIELD_AFTER_SECONDS = 0.002
 # PopMessageRequestHeader.isTimeoutTooMuch.
 TIMEOUT_TOO_MUCH_MS = 500
 
@@ -217,9 +217,13 @@ class PopMessageProcessor:
             if topic_config is None:
                 return
         queue_nums = topic_config.read_queue_nums
+        turn_started = time.perf_counter()
         for i in range(queue_nums):
             queue_id = (random_q + i) % queue_nums
             await self._pop_from_queue(topic, is_retry, queue_id, header, batch, message_filter, client)
+            if time.perf_counter() - turn_started > YIELD_AFTER_SECONDS:
+                await asyncio.sleep(0)
+                turn_started = time.perf_counter()
 
     async def _pop_from_queue(self, topic: str, is_retry: bool, queue_id: int, header: PopHeader, batch: PopBatch,
                               message_filter: Any, client: str) -> None:

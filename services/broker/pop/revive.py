@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from orbitmq.broker.store.model import GetMessageStatus
+from orbitmq.common.aio import cancel_and_wait
 from orbitmq.common.message_codec import RecordError, decode_record
 
 from . import dead_letter
@@ -92,11 +93,8 @@ class PopReviveService:
         self._task = asyncio.create_task(self._run(), name="PopReviveService")
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         for queue in self.queues.values():
             self._commit(queue)
 
@@ -161,6 +159,9 @@ class PopReviveService:
             for record, offset in zip(result.message_buffer_list, result.message_queue_offset, strict=True):
                 self._apply(queue, bytes(record), offset)
             queue.read_offset = result.next_begin_offset
+            # The store read and the decoding are synchronous: after a restart the backlog can
+            # be millions of records, so give the loop back between batches.
+            await asyncio.sleep(0)
 
     def _apply(self, queue: ReviveQueue, record: bytes, offset: int) -> None:
         try:
@@ -194,6 +195,7 @@ class PopReviveService:
                 revived += 1
             queue.pending.pop(ck_key(ck.topic, ck.cid, ck.queue_id, ck.start_offset, ck.pop_time, ck.broker_name),
                               None)
+            await asyncio.sleep(0)  # re-reads and re-puts need not yield: bound the turn to one checkpoint
         return revived
 
     async def _revive_message(self, ck: PopCheckPoint, offset: int) -> bool:

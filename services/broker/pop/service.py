@@ -8,18 +8,18 @@ broker's table), then ``await start()`` once the broker's MessageStore is runnin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.processors.base import RequestError
+from orbitmq.common.aio import cancel_and_wait
 from orbitmq.common.constants import revive_topic
+from orbitmq.common.extra_info import build_pop_retry_topic
 from orbitmq.remoting.codes import ResponseCode
 
 from .ack_processor import AckMessageProcessor
 from .change_invisible import ChangeInvisibleTimeProcessor
 from .config import PopConfig
-from .constants import build_pop_retry_topic
 from .long_polling import PopLongPollingService
 from .notification import NotificationProcessor
 from .order_info import ConsumerOrderInfoManager
@@ -75,13 +75,10 @@ class PopService:
         self._started = False
         self.long_polling.shutdown()
         await self.revive_service.shutdown()
-        if self._persist_task is not None:
-            self._persist_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._persist_task
-            self._persist_task = None
+        await cancel_and_wait(self._persist_task)
+        self._persist_task = None
         try:
-            await asyncio.to_thread(self.order_info.persist, True)
+            await self.order_info.persist_async(force=True)
         except Exception:
             log.exception("persist %s failed", self.order_info.path)
 
@@ -94,7 +91,7 @@ class PopService:
             await self._order_info_dirty.wait()
             self._order_info_dirty.clear()
             try:
-                await asyncio.to_thread(self.order_info.persist)
+                await self.order_info.persist_async()
             except Exception:
                 log.exception("persist %s failed", self.order_info.path)
             await asyncio.sleep(interval)

@@ -11,7 +11,6 @@ on shutdown, so delivery resumes where it stopped after a restart.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.store.consume_queue import is_blank_entry
 from orbitmq.broker.store.model import MessageExtBrokerInner
+from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
 from orbitmq.common.message import MessageConst
 from orbitmq.common.message_codec import RecordError, decode_record
@@ -85,27 +85,17 @@ class ScheduleMessageService:
         self._started = True
         self._tasks = [asyncio.create_task(self._deliver_loop(level), name=f"ScheduleMessageTimerTask-{level}")
                        for level in self.levels.levels()]
-        self._tasks.append(asyncio.create_task(self._persist_loop(), name="ScheduleMessageService-persist"))
+        self._tasks.append(asyncio.create_task(
+            periodic(max(self.flush_interval_ms, 100) / 1000.0, self.offsets.persist_async,
+                     what="persist delayOffset.json"),
+            name="ScheduleMessageService-persist"))
 
     async def shutdown(self) -> None:
         self._started = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks = []
         if self._store is not None:
             await self.offsets.persist_async()
-
-    async def _persist_loop(self) -> None:
-        interval = max(self.flush_interval_ms, 100) / 1000.0
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.offsets.persist_async()
-            except Exception:
-                log.exception("persist delayOffset.json failed")
 
     # ---- delivery -----------------------------------------------------------------------------
 

@@ -1,10 +1,13 @@
-"""ExtraInfoUtil: the POP_CK string a popped message carries, from which receipt handles are built.
+"""ExtraInfoUtil and the POP retry-topic names: the check-point strings a broker and its clients share.
 
-Layout (space separated, as RocketMQ writes it):
+Both sides must agree byte for byte, because a handle the broker (or one proxy replica) wrote is
+parsed by a client, another replica or another broker version. An ExtraInfo (a message's POP_CK
+property, the core of its receipt handle) is, space separated:
 ``ckQueueOffset popTime invisibleTime reviveQid retryFlag brokerName queueId [msgQueueOffset]``
-where retryFlag is "0" for a normal topic, "1" for a V1 pop retry topic and "2" for V2. A handle
-whose reviveQid is 999 belongs to an orderly pop. The response-header strings
-(startOffsetInfo, msgOffsetInfo, orderCountInfo) are ``;``-joined ``retryFlag queueId value`` items.
+where retryFlag is "0" for a normal topic, "1" for a V1 pop retry topic ("%RETRY%group_topic") and
+"2" for a V2 one ("%RETRY%group+topic"). A handle whose reviveQid is 999 belongs to an orderly pop.
+The POP response header strings (startOffsetInfo, msgOffsetInfo, orderCountInfo) are ``;``-joined
+``retryFlag queueId value`` items.
 """
 
 from __future__ import annotations
@@ -12,21 +15,52 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .constants import POP_ORDER_REVIVE_QUEUE, build_pop_retry_topic, is_pop_retry_topic_v2, is_retry_topic
+from orbitmq.common.constants import RETRY_GROUP_TOPIC_PREFIX, is_retry_topic
 
 KEY_SEPARATOR = " "
 NORMAL_TOPIC = "0"
 RETRY_TOPIC = "1"
 RETRY_TOPIC_V2 = "2"
 QUEUE_OFFSET = "qo"
-LONG_MAX = 2**63 - 1
+# KeyBuilder.POP_ORDER_REVIVE_QUEUE: the revive queue id that marks an orderly (FIFO) pop, whose
+# handles are acked through ConsumerOrderInfoManager instead of the revive log.
+POP_ORDER_REVIVE_QUEUE = 999
+_LONG_MAX = 2**63 - 1
+_INT_MAX = 2**31 - 1
+_RETRY_SEPARATOR_V1 = "_"
+_RETRY_SEPARATOR_V2 = "+"
 
 
 class ExtraInfoError(ValueError):
-    """A receipt handle's ExtraInfo that cannot be parsed."""
+    """A receipt handle's ExtraInfo (or a POP offset-info string) that cannot be parsed."""
 
+
+# --- KeyBuilder: pop retry topic names --------------------------------------------------------
+
+def build_pop_retry_topic(topic: str, group: str, v2: bool = False) -> str:
+    """The retry topic of one (group, topic): "%RETRY%group_topic" (V1) or "%RETRY%group+topic"."""
+    return RETRY_GROUP_TOPIC_PREFIX + group + (_RETRY_SEPARATOR_V2 if v2 else _RETRY_SEPARATOR_V1) + topic
+
+
+def is_pop_retry_topic_v2(topic: str) -> bool:
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and _RETRY_SEPARATOR_V2 in topic
+
+
+def parse_normal_topic(topic: str, group: str) -> str:
+    """The topic a retry topic of ``group`` stands for (the topic itself when not a retry topic)."""
+    if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return topic
+    for sep in (_RETRY_SEPARATOR_V2, _RETRY_SEPARATOR_V1):
+        prefix = RETRY_GROUP_TOPIC_PREFIX + group + sep
+        if topic.startswith(prefix):
+            return topic[len(prefix):]
+    return topic
+
+
+# --- the retry flag and the real topic --------------------------------------------------------
 
 def retry_flag(topic: str) -> str:
+    """ExtraInfoUtil.getRetry: "2" for a V2 pop retry topic, "1" for a retry topic, else "0"."""
     if is_pop_retry_topic_v2(topic):
         return RETRY_TOPIC_V2
     if is_retry_topic(topic):
@@ -35,11 +69,10 @@ def retry_flag(topic: str) -> str:
 
 
 def real_topic(topic: str, group: str, flag: str) -> str:
-    """The topic a handle really points into: the pop retry topic when the flag says so."""
-    if flag == NORMAL_TOPIC:
+    """The topic a handle really points into: the pop retry topic when its flag says so, even if the
+    caller names the original topic (that is what clients and the proxy usually know)."""
+    if flag == NORMAL_TOPIC or is_retry_topic(topic):
         return topic
-    if is_retry_topic(topic):
-        return topic  # already the retry topic
     if flag == RETRY_TOPIC:
         return build_pop_retry_topic(topic, group)
     if flag == RETRY_TOPIC_V2:
@@ -47,8 +80,11 @@ def real_topic(topic: str, group: str, flag: str) -> str:
     raise ExtraInfoError(f"illegal retry flag {flag!r} in extraInfo")
 
 
+# --- the ExtraInfo string ---------------------------------------------------------------------
+
 def build_extra_info(ck_queue_offset: int, pop_time: int, invisible_time: int, revive_qid: int, topic: str,
                      broker_name: str, queue_id: int, msg_queue_offset: int | None = None) -> str:
+    """ExtraInfoUtil.buildExtraInfo; the retry flag is derived from ``topic``, so pass the real one."""
     parts = [str(ck_queue_offset), str(pop_time), str(invisible_time), str(revive_qid), retry_flag(topic),
              broker_name, str(queue_id)]
     if msg_queue_offset is not None:
@@ -80,13 +116,14 @@ def _long(raw: str, what: str) -> int:
         value = int(raw, 10)
     except ValueError:
         raise ExtraInfoError(f"extraInfo {what} is not a number: {raw[:32]!r}") from None
-    if not -LONG_MAX - 1 <= value <= LONG_MAX:
+    if not -_LONG_MAX - 1 <= value <= _LONG_MAX:
         raise ExtraInfoError(f"extraInfo {what} is out of range: {raw[:32]}")
     return value
 
 
 def parse_extra_info(text: str | None) -> ExtraInfo:
-    """Parses and range-checks an ExtraInfo; ExtraInfoError names the bad part."""
+    """Parses and range-checks an ExtraInfo; ExtraInfoError names the bad part. Fields after the
+    eighth (the proxy appends the CommitLog offset) are left to the caller."""
     if not text:
         raise ExtraInfoError("extraInfo is empty")
     parts = text.split(KEY_SEPARATOR)
@@ -106,10 +143,12 @@ def parse_extra_info(text: str | None) -> ExtraInfo:
     )
     if info.ck_queue_offset < 0 or info.pop_time < 0 or info.invisible_time < 0 or info.queue_id < 0:
         raise ExtraInfoError(f"extraInfo carries a negative offset, time or queue id: {text[:128]!r}")
-    if not 0 <= info.revive_qid <= 2**31 - 1:
+    if not 0 <= info.revive_qid <= _INT_MAX:
         raise ExtraInfoError(f"extraInfo reviveQid {info.revive_qid} is out of range")
     return info
 
+
+# --- POP response header items: startOffsetInfo, msgOffsetInfo, orderCountInfo ----------------
 
 def start_offset_item(topic: str, queue_id: int, start_offset: int) -> str:
     return f"{retry_flag(topic)}{KEY_SEPARATOR}{queue_id}{KEY_SEPARATOR}{start_offset}"
@@ -128,6 +167,16 @@ def queue_offset_order_count_item(topic: str, queue_id: int, queue_offset: int, 
             f"{KEY_SEPARATOR}{count}")
 
 
+def start_offset_info_key(topic: str, queue_id: int) -> str:
+    """The key the parsed startOffsetInfo/msgOffsetInfo/orderCountInfo maps use for one queue."""
+    return f"{retry_flag(topic)}@{queue_id}"
+
+
+def queue_offset_map_key(topic: str, queue_id: int, queue_offset: int) -> str:
+    """The orderCountInfo key of one message (ExtraInfoUtil.getQueueOffsetMapKey)."""
+    return f"{retry_flag(topic)}@{QUEUE_OFFSET}{queue_id}%{queue_offset}"
+
+
 def _parse_items(text: str | None, what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     if not text:
@@ -144,6 +193,7 @@ def _parse_items(text: str | None, what: str) -> dict[str, str]:
 
 
 def parse_start_offset_info(text: str | None) -> dict[str, int]:
+    """Empty when the header carried none (an older broker): callers fall back to queue offsets."""
     return {k: _long(v, "startOffset") for k, v in _parse_items(text, "startOffsetInfo").items()}
 
 
@@ -154,11 +204,3 @@ def parse_msg_offset_info(text: str | None) -> dict[str, list[int]]:
 
 def parse_order_count_info(text: str | None) -> dict[str, int]:
     return {k: _long(v, "orderCount") for k, v in _parse_items(text, "orderCountInfo").items()}
-
-
-def start_offset_info_key(topic: str, queue_id: int) -> str:
-    return f"{retry_flag(topic)}@{queue_id}"
-
-
-def queue_offset_key(topic: str, queue_id: int, queue_offset: int) -> str:
-    return f"{retry_flag(topic)}@{QUEUE_OFFSET}{queue_id}%{queue_offset}"
