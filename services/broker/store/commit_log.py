@@ -1,9 +1,10 @@
 """CommitLog: the single append-only log of every message of every topic on this broker.
 
-Appends run on the event loop under one lock: they assign physical offsets, per topic-queue
-logical offsets (topicQueueTable) and non-decreasing store timestamps, and copy the encoded
-records into the mmap'd segment. Durability is the flush services' job (flush.py), so an
-ASYNC_FLUSH append costs one struct pack and one memcpy per record and no disk wait.
+Appends run on the event loop thread only (batches and segment rollover also under
+putMessageLock): they assign physical offsets, per topic-queue logical offsets
+(topicQueueTable) and non-decreasing store timestamps, and copy the encoded records into the
+mmap'd segment. Durability is the flush services' job (flush.py), so an ASYNC_FLUSH append
+costs one CRC32, one struct pack and one memcpy per record and no disk wait.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from orbitmq.broker.store.model import (
     MessageExtBrokerInner,
     PutMessageResult,
     PutMessageStatus,
+    put_ok_result,
 )
 from orbitmq.common import sysflag
 from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
@@ -58,6 +60,7 @@ _TRAN_PREPARED = sysflag.TRANSACTION_PREPARED_TYPE
 _TRAN_ROLLBACK = sysflag.TRANSACTION_ROLLBACK_TYPE
 
 
+_crc32 = zlib.crc32
 _HEADER_STRUCTS = ((header_struct(False, False), header_struct(False, True)),
                    (header_struct(True, False), header_struct(True, True)))
 _SHORT = struct.Struct(">H")
@@ -144,9 +147,9 @@ class CommitLog:
         self.delivery_time_of: Callable[[int, int], int] | None = None
         # Test hook run by the flush threads before each flush (e.g. to slow the disk down).
         self.before_flush_hook: Callable[[], None] | None = None
-        # Hot-path caches: encoded topic field per topic, address bytes per born host.
+        # Hot-path caches: encoded topic field per topic, record layout per born host (_born_entry).
         self._topic_fields: dict[str, bytes] = {}
-        self._born_hosts: dict[tuple[str, int], tuple[bytes, bool]] = {}
+        self._born_hosts: dict[tuple[str, int], tuple] = {}
         self._topic_names: dict[bytes, str] = {}
         self.put_message_times_total = 0
         self.put_message_size_total = 0
@@ -209,9 +212,34 @@ class CommitLog:
             msg.prepared_transaction_offset, body, tail, key, msg,
         )
 
+    def _born_entry(self, born_host) -> tuple | None:
+        """Per born host: (address bytes, port, host-form sysFlag bits, header Struct, fixed size).
+
+        Everything of a record that depends only on the two host forms, looked up once per put.
+        None when the host is not a valid address (the general path reports it).
+        """
+        try:
+            born_addr, born_v6 = host_to_bytes(born_host[0], born_host[1])
+        except (ValueError, TypeError, IndexError):
+            return None
+        store_v6 = self.store_v6
+        bits = (sysflag.BORNHOST_V6_FLAG if born_v6 else 0) | (sysflag.STOREHOSTADDRESS_V6_FLAG if store_v6 else 0)
+        # The topic field below includes its length byte, hence the -1.
+        fixed = FIXED_OVERHEAD_V4 - 1 + (12 if born_v6 else 0) + (12 if store_v6 else 0)
+        entry = (born_addr, born_host[1], bits, _HEADER_STRUCTS[born_v6][store_v6], fixed)
+        if len(self._born_hosts) < 100_000 and isinstance(born_host, tuple):
+            self._born_hosts[born_host] = entry
+        return entry
+
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        """Append one record: the hot path, one pack_into and two slice copies into the mmap."""
-        if msg.store_host is not None and msg.store_host != self.store_host:
+        """Append one record: the hot path, one header pack and one slice copy into the mmap.
+
+        Runs on the event loop thread only (as every append), so it takes no lock: nothing
+        else appends in between. Anything unusual (foreign store host, bad topic or host,
+        size limits, segment rollover) goes to put_messages, which reports the precise failure.
+        """
+        store_host = msg.store_host
+        if store_host is not None and store_host != self.store_host:
             return self.put_messages([msg])
         topic = msg.topic
         topic_field = self._topic_fields.get(topic)
@@ -228,83 +256,72 @@ class CommitLog:
         props_b = props_s.encode("utf-8")
         born_host = msg.born_host
         try:
-            born = self._born_hosts[born_host]
+            born_addr, born_port, host_bits, hs, fixed = self._born_hosts[born_host]
         except (KeyError, TypeError):
-            try:
-                born = host_to_bytes(born_host[0], born_host[1])
-            except (ValueError, TypeError, IndexError):
+            entry = self._born_entry(born_host)
+            if entry is None:
                 return self.put_messages([msg])  # reports MESSAGE_ILLEGAL
-            if len(self._born_hosts) < 100_000 and isinstance(born_host, tuple):
-                self._born_hosts[born_host] = born
-        born_addr, born_v6 = born
+            born_addr, born_port, host_bits, hs, fixed = entry
         body = msg.body
-        lp, lb = len(props_b), len(body)
-        store_v6 = self.store_v6
-        total = FIXED_OVERHEAD_V4 - 1 + lb + len(topic_field) + lp
-        if born_v6 or store_v6:
-            total += (12 if born_v6 else 0) + (12 if store_v6 else 0)
+        queue_id = msg.queue_id
+        lp = len(props_b)
+        lb = len(body)
+        total = fixed + lb + len(topic_field) + lp
         if (lp > MAX_PROPERTIES_LENGTH or total > self.max_message_size
-                or total + END_FILE_MIN_BLANK_LENGTH > self.file_size or not 0 <= msg.queue_id <= _INT_MAX):
+                or total + END_FILE_MIN_BLANK_LENGTH > self.file_size or not 0 <= queue_id <= _INT_MAX):
             return self.put_messages([msg])  # the general path reports the precise failure
-        sflag = msg.sys_flag & ~_V6_BITS
-        if born_v6:
-            sflag |= sysflag.BORNHOST_V6_FLAG
-        if store_v6:
-            sflag |= sysflag.STOREHOSTADDRESS_V6_FLAG
-        tran = sflag & _TRAN_MASK
-        crc = zlib.crc32(body) & 0x7FFFFFFF
+        sflag = (msg.sys_flag & ~_V6_BITS) | host_bits
+        crc = _crc32(body) & 0x7FFFFFFF
         msg.body_crc = crc
-        hs = _HEADER_STRUCTS[born_v6][store_v6]
-        tail = topic_field + _SHORT.pack(lp) + props_b
-        with self.put_message_lock:
-            mf = self.mapped_file_queue.get_last_mapped_file()
-            if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-                item = (hs, total, crc, msg.queue_id, msg.flag, sflag, msg.born_timestamp, born_addr, born_host[1],
-                        self.store_addr, self.store_port, msg.reconsume_times, msg.prepared_transaction_offset,
-                        body, tail,
-                        None if tran == _TRAN_PREPARED or tran == _TRAN_ROLLBACK else (topic, msg.queue_id), msg)
-                try:
-                    return self._append_locked([item])
-                finally:
-                    self.begin_time_in_lock = 0
-            now = time.time_ns() // 1_000_000
-            if now < self._last_store_timestamp:
-                now = self._last_store_timestamp
-            else:
-                self._last_store_timestamp = now
-            pos = mf.wrote_position
-            phy = mf.file_from_offset + pos
-            has_cq = tran != _TRAN_PREPARED and tran != _TRAN_ROLLBACK
-            if has_cq:
-                key = (topic, msg.queue_id)
-                table = self.topic_queue_table
-                qoff = table.get(key, 0)
-            else:
-                qoff = 0
-            mm = mf.mm
-            try:
-                hs.pack_into(mm, pos, total, MESSAGE_MAGIC_CODE, crc, msg.queue_id, msg.flag, qoff, phy, sflag,
-                             msg.born_timestamp, born_addr, born_host[1], now, self.store_addr, self.store_port,
+        files = self.mapped_file_queue.mapped_files
+        mf = files[-1] if files else None
+        if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return self._append_rolling(msg, hs, total, crc, queue_id, sflag, born_addr, born_port, body,
+                                        topic_field + _SHORT.pack(lp) + props_b)
+        now = time.time_ns() // 1_000_000
+        if now < self._last_store_timestamp:
+            now = self._last_store_timestamp  # never let store time go backwards in log order
+        else:
+            self._last_store_timestamp = now
+        pos = mf.wrote_position
+        phy = mf.file_from_offset + pos
+        # Prepared and rolled-back transaction records get no ConsumeQueue entry (tranType 4, 12).
+        if sflag & _TRAN_PREPARED:
+            key = None
+            qoff = 0
+        else:
+            key = (topic, queue_id)
+            qoff = self.topic_queue_table.get(key, 0)
+        try:
+            header = hs.pack(total, MESSAGE_MAGIC_CODE, crc, queue_id, msg.flag, qoff, phy, sflag,
+                             msg.born_timestamp, born_addr, born_port, now, self.store_addr, self.store_port,
                              msg.reconsume_times, msg.prepared_transaction_offset, lb)
-            except struct.error:
-                # A numeric field does not fit its Java type; nothing was written or counted.
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
-            if has_cq:
-                table[key] = qoff + 1
-            at = pos + hs.size
-            mm[at : at + lb] = body
-            at += lb
-            mm[at : pos + total] = tail
-            mf.wrote_position = pos + total
-            mf.store_timestamp = now
+        except struct.error:
+            # A numeric field does not fit its Java type; nothing was written or counted.
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
+        mf.mm[pos : pos + total] = b"".join((header, body, topic_field, _SHORT.pack(lp), props_b))
+        if key is not None:
+            self.topic_queue_table[key] = qoff + 1
+        mf.wrote_position = pos + total
+        mf.store_timestamp = now
         msg.store_timestamp = now
         self.put_message_times_total += 1
         self.put_message_size_total += total
-        return PutMessageResult(
-            PutMessageStatus.PUT_OK,
-            AppendMessageResult(AppendMessageStatus.PUT_OK, phy, total, None, now, qoff, 1, None, self._store_id_prefix),
-        )
+        return put_ok_result(phy, total, now, qoff, self._store_id_prefix)
+
+    def _append_rolling(self, msg: MessageExtBrokerInner, hs: struct.Struct, total: int, crc: int, queue_id: int,
+                        sflag: int, born_addr: bytes, born_port: int, body, tail: bytes) -> PutMessageResult:
+        """put_message when no segment is open or the record does not fit the current one."""
+        tran = sflag & _TRAN_MASK
+        item = (hs, total, crc, queue_id, msg.flag, sflag, msg.born_timestamp, born_addr, born_port,
+                self.store_addr, self.store_port, msg.reconsume_times, msg.prepared_transaction_offset,
+                body, tail, None if tran == _TRAN_PREPARED or tran == _TRAN_ROLLBACK else (msg.topic, queue_id), msg)
+        with self.put_message_lock:
+            try:
+                return self._append_locked([item])
+            finally:
+                self.begin_time_in_lock = 0
 
     def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
         """Append all records or none, in one lock; a batch may span segments."""

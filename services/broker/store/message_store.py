@@ -339,7 +339,11 @@ class MessageStore:
         return self.config.os_page_cache_busy_time_out_mills < diff < 10_000_000
 
     async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        """Append one message; under SYNC_FLUSH return once it is on disk (or timed out)."""
+        """Append one message; under SYNC_FLUSH return once it is on disk (or timed out).
+
+        Under ASYNC_FLUSH this never suspends: the append is synchronous on this loop (no lock,
+        no Future), and durability is FlushRealTimeService's job.
+        """
         # Cheap guard first: the full status check only when something may be wrong. (Appends
         # run on this loop, so another append can never be holding the lock long right now.)
         if self.shutdown_flag or self.running_flags.flag_bits or self.config.broker_role == SLAVE:
@@ -358,9 +362,13 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
         if result.status is not _PUT_OK:
             return result
-        waiter = self.reput_service._waiter  # wakeup(), inlined on the hot path
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        rs = self.reput_service
+        waiter = rs._waiter  # wakeup(), inlined on the hot path
+        if waiter is not None:
+            # Woken once is enough until the reput task runs again and sets a new waiter.
+            rs._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
         if self._group_commit is not None:
             return await self._wait_for_flush(result, (msg,))
         return result

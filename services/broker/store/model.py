@@ -136,6 +136,33 @@ class PutMessageResult:
         return r is not None and r.is_ok()
 
 
+_new = object.__new__
+_APPEND_PUT_OK = AppendMessageStatus.PUT_OK
+
+
+def put_ok_result(wrote_offset: int, wrote_bytes: int, store_timestamp: int, logics_offset: int,
+                  id_prefix: str) -> PutMessageResult:
+    """PUT_OK result of one appended record, as PutMessageResult(PUT_OK, AppendMessageResult(...)).
+
+    The single-put append path makes one per message; filling the slots directly skips two
+    Python-level __init__ calls (~75 ns of a ~2.5 µs append). Keep it in step with __init__.
+    """
+    r = _new(AppendMessageResult)
+    r.status = _APPEND_PUT_OK
+    r.wrote_offset = wrote_offset
+    r.wrote_bytes = wrote_bytes
+    r._msg_id = None
+    r._id_prefix = id_prefix
+    r.store_timestamp = store_timestamp
+    r.logics_offset = logics_offset
+    r.msg_num = 1
+    r.offsets = None
+    p = _new(PutMessageResult)
+    p.status = PutMessageStatus.PUT_OK
+    p.append_message_result = r
+    return p
+
+
 class GetMessageStatus(enum.Enum):
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
