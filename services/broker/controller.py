@@ -7,10 +7,8 @@ broker inside the caller's event loop (``orbitmq local`` runs several services i
 Seams for other broker modules:
 - ``register_processor(code, processor)`` adds a Remoting processor behind the
   malformed-request guard (CONSUMER_SEND_MSG_BACK, POP, transactions …);
-- ``before_put_hooks`` are called (sync or async) with every MessageExtBrokerInner of the
-  Remoting send path, batches included, right before it is handed to the store; the store's
-  own ``add_put_message_hook`` runs inside every append (the delay-level redirect to
-  SCHEDULE_TOPIC_XXXX uses that one, so it also covers messages the broker stores itself);
+- the store's ``add_put_message_hook`` runs inside every append (the delay-level redirect to
+  SCHEDULE_TOPIC_XXXX uses it, so it also covers messages the broker stores itself);
 - ``on_metadata_changed(topics=…, groups=…)`` persists the tables and re-registers with
   every NameServer at once.
 """
@@ -22,7 +20,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 from orbitmq.broker.client.channel_info import now_ms
@@ -53,13 +51,6 @@ log = logging.getLogger(__name__)
 
 # A pull without maxMsgBytes is bounded by the store's own hot/cold transfer caps only.
 MAX_PULL_BYTES = 2**31 - 1
-
-BeforePutHook = Callable[[MessageExtBrokerInner], Awaitable[None] | None]
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
 
 def tags_string_to_tags_code(filter_type: str, tags: str | None) -> int:
     """MessageExtBrokerInner.tagsString2tagsCode: the Java hash of the tag, 0 when untagged."""
@@ -103,7 +94,6 @@ class BrokerController:
         self.remoting_server = RemotingServer(listen_host, config.listen_port,
                                               max_concurrent_requests=config.pull_thread_pool_queue_capacity)
         self.outer_api = BrokerOuterAPI(config.register_broker_timeout_mills)
-        self.before_put_hooks: list[BeforePutHook] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
         self._scan_kick = asyncio.Event()
@@ -137,7 +127,7 @@ class BrokerController:
         store_host = (self.config.broker_ip1, self.config.listen_port)
         self.message_store = MessageStore(self.store_config, store_host=store_host)
         self.message_store.add_arrival_listener(self.pull_request_hold_service.arrival_listener)
-        await _maybe_await(self.message_store.start())
+        await self.message_store.start()
         await self.schedule_message_service.start(self.message_store)  # delay levels
         await self.pull_request_hold_service.start()
         await self.send_queue.start()
@@ -179,7 +169,7 @@ class BrokerController:
         await asyncio.to_thread(self._persist_all)
         await self.schedule_message_service.shutdown()  # delay levels: persist delayOffset.json
         if self.message_store is not None:
-            await _maybe_await(self.message_store.shutdown())
+            await self.message_store.shutdown()
         await self.outer_api.close()
         log.info("the broker[%s, %s] shutdown OK", self.config.broker_name, self.config.broker_addr)
 
@@ -193,7 +183,7 @@ class BrokerController:
                 await close()
         if self.message_store is not None:
             with contextlib.suppress(Exception):
-                await _maybe_await(self.message_store.shutdown())
+                await self.message_store.shutdown()
 
     def _persist_all(self) -> None:
         for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager):
@@ -295,22 +285,15 @@ class BrokerController:
             tags_code=tags_string_to_tags_code(tags_filter_type, properties.get(MessageConst.TAGS)),
             born_timestamp=born_timestamp, born_host=born, reconsume_times=reconsume_times, sys_flag=sys_flag)
 
-    async def _run_before_put(self, msg: MessageExtBrokerInner) -> None:
-        for hook in self.before_put_hooks:
-            await _maybe_await(hook(msg))
-
     async def put_message(self, msg: MessageExtBrokerInner) -> Any:
-        await self._run_before_put(msg)
-        return await _maybe_await(self.message_store.put_message(msg))
+        return await self.message_store.put_message(msg)
 
     async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> Any:
-        for msg in msgs:
-            await self._run_before_put(msg)
-        return await _maybe_await(self.message_store.put_messages(msgs))
+        return await self.message_store.put_messages(msgs)
 
     async def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                           max_total_size: int | None, message_filter: Any) -> Any:
-        return await _maybe_await(self.message_store.get_message(
+        return (self.message_store.get_message(
             group, topic, queue_id, offset, max_msg_nums, max_total_size or MAX_PULL_BYTES, message_filter))
 
     @staticmethod
@@ -324,15 +307,15 @@ class BrokerController:
         return int(self.message_store.get_min_offset_in_queue(topic, queue_id))
 
     async def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        return int(await _maybe_await(self.message_store.get_offset_in_queue_by_time(topic, queue_id, timestamp)))
+        return int(self.message_store.get_offset_in_queue_by_time(topic, queue_id, timestamp))
 
     async def earliest_message_time(self, topic: str, queue_id: int) -> int:
-        return int(await _maybe_await(self.message_store.get_earliest_message_time(topic, queue_id)))
+        return int(self.message_store.get_earliest_message_time(topic, queue_id))
 
     async def message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Store time of the message at a queue offset; 0 when it is gone."""
         try:
-            return int(await _maybe_await(
+            return int((
                 self.message_store.get_message_store_timestamp(topic, queue_id, queue_offset)) or 0)
         except Exception:
             log.debug("no store timestamp for %s@%d:%d", topic, queue_id, queue_offset, exc_info=True)
@@ -340,7 +323,7 @@ class BrokerController:
 
     async def raw_message_by_offset(self, commit_log_offset: int) -> bytes | None:
         """The raw CommitLog record at a physical offset (VIEW_MESSAGE_BY_ID's body)."""
-        record = await _maybe_await(self.message_store.select_one_message_by_offset(commit_log_offset))
+        record = (self.message_store.select_one_message_by_offset(commit_log_offset))
         return bytes(record) if record else None
 
     async def query_message(self, topic: str, key: str, max_num: int, begin: int,
@@ -367,7 +350,7 @@ class BrokerController:
         return records, int(found.index_last_update_timestamp), int(found.index_last_update_phyoffset)
 
     async def delete_topics(self, topics: set[str]) -> None:
-        await _maybe_await(self.message_store.delete_topics(topics))
+        await self.message_store.delete_topics(topics)
 
     def store_runtime_info(self) -> dict[str, Any]:
         info = getattr(self.message_store, "runtime_info", None)

@@ -115,9 +115,6 @@ def start_cluster(workdir: Path, proxies: int = 2, broker_extra: dict[str, str] 
         "listenPort": broker_port, "storePathRootDir": str(workdir / "store"), "namesrvAddr": namesrv,
         "autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "false",
         "mappedFileSizeCommitLog": 64 * 1024 * 1024, "flushDiskType": "ASYNC_FLUSH",
-        # RocketMQ 5 limits the body to maxMessageSize and keeps 64 KiB for the rest of the record;
-        # our store checks the whole record, so give it that headroom for a 4 MiB body.
-        "maxMessageSize": 4 * 1024 * 1024 + 64 * 1024,
         "enablePropertyFilter": "true",
     }
     conf.update(broker_extra or {})

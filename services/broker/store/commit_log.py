@@ -64,6 +64,8 @@ _crc32 = zlib.crc32
 _HEADER_STRUCTS = ((header_struct(False, False), header_struct(False, True)),
                    (header_struct(True, False), header_struct(True, True)))
 _SHORT = struct.Struct(">H")
+# Room a record may take beyond maxMessageSize for everything outside the body (RocketMQ 5).
+RECORD_HEADROOM = 64 * 1024
 
 
 def _dispatch_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
@@ -133,7 +135,10 @@ class CommitLog:
             config.commit_log_dir, config.mapped_file_size_commit_log, self.allocate_service
         )
         self.file_size = config.mapped_file_size_commit_log
-        self.max_message_size = config.max_message_size
+        # RocketMQ 5 (MessageExtEncoder): maxMessageSize limits the body; the record may use 64 KiB
+        # more for its header, topic and properties, so a 4 MiB body is storable at the default.
+        self.max_body_size = config.max_message_size
+        self.max_message_size = config.max_message_size + RECORD_HEADROOM
         self.store_addr, self.store_v6 = host_to_bytes(*store_host)
         self.store_port = store_host[1]
         self.store_host = store_host
@@ -198,8 +203,10 @@ class CommitLog:
             flag |= sysflag.STOREHOSTADDRESS_V6_FLAG
         body = msg.body
         total = FIXED_OVERHEAD_V4 + (12 if born_v6 else 0) + (12 if store_v6 else 0) + len(body) + len(topic_b) + len(props_b)
-        if total > self.max_message_size or total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            log.warning("message size exceeded, msg total size: %d, max: %d", total, self.max_message_size)
+        if (len(body) > self.max_body_size or total > self.max_message_size
+                or total + END_FILE_MIN_BLANK_LENGTH > self.file_size):
+            log.warning("message size exceeded, body %d (max %d), record %d (max %d)",
+                        len(body), self.max_body_size, total, self.max_message_size)
             return PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
         crc = zlib.crc32(body) & 0x7FFFFFFF
         msg.body_crc = crc
@@ -267,7 +274,7 @@ class CommitLog:
         lp = len(props_b)
         lb = len(body)
         total = fixed + lb + len(topic_field) + lp
-        if (lp > MAX_PROPERTIES_LENGTH or total > self.max_message_size
+        if (lp > MAX_PROPERTIES_LENGTH or lb > self.max_body_size or total > self.max_message_size
                 or total + END_FILE_MIN_BLANK_LENGTH > self.file_size or not 0 <= queue_id <= _INT_MAX):
             return self.put_messages([msg])  # the general path reports the precise failure
         sflag = (msg.sys_flag & ~_V6_BITS) | host_bits

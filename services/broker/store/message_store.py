@@ -596,19 +596,29 @@ class MessageStore:
     def dispatch_behind_bytes(self) -> int:
         return self.reput_service.behind()
 
-    def delete_topics(self, topics: Iterable[str]) -> int:
-        """Drop the ConsumeQueues (files included) of ``topics``; returns how many queues."""
-        removed = 0
+    async def delete_topics(self, topics: Iterable[str]) -> int:
+        """Drop the ConsumeQueues (files included) of ``topics``; returns how many queues.
+
+        The queues leave the tables on the loop, so no dispatch or read sees them again; their
+        files are unmapped and removed on a thread, off the event loop.
+        """
+        detached: list[tuple[str, list[ConsumeQueue]]] = []
         for topic in topics:
             queues = self.consume_queue_table.pop(topic, None)
             if not queues:
                 continue
-            for qid, cq in queues.items():
-                cq.destroy()
+            for qid in queues:
                 self.commit_log.remove_queue_from_topic_queue_table(topic, qid)
-                removed += 1
+            detached.append((topic, list(queues.values())))
+        if detached:
+            await asyncio.to_thread(self._destroy_consume_queues, detached)
+        return sum(len(queues) for _, queues in detached)
+
+    def _destroy_consume_queues(self, detached: list[tuple[str, list[ConsumeQueue]]]) -> None:
+        for topic, queues in detached:
+            for cq in queues:
+                cq.destroy()
             shutil.rmtree(os.path.join(self.config.consume_queue_dir, topic), ignore_errors=True)
-        return removed
 
     def runtime_info(self) -> dict[str, str]:
         cl = self.commit_log
