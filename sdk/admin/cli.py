@@ -393,6 +393,29 @@ async def query_msg_by_offset(admin: MQAdminExt, args: argparse.Namespace) -> Re
 
 def _cluster_list_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--clusterName", dest="cluster", help="only this cluster")
+    p.add_argument("-m", "--moreStats", dest="more_stats", action="store_true",
+                   help="message totals of yesterday and today instead of the base info")
+
+
+def _first_tps(value: str | None) -> float | None:
+    """mqadmin's reading of "putTps"/"getTransferedTps": the first (10 s) of the three rates."""
+    if not value:
+        return None
+    try:
+        return float(value.split()[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def _total_diff(info: dict[str, str], later: str, earlier: str) -> int | None:
+    try:
+        return int(info[later]) - int(info[earlier])
+    except (KeyError, ValueError):
+        return None
+
+
+def _dash(value: Any, fmt: str = "{}") -> str:
+    return "-" if value is None else fmt.format(value)
 
 
 def _ratio(info: dict[str, str], key: str) -> str:
@@ -418,19 +441,33 @@ async def cluster_list(admin: MQAdminExt, args: argparse.Namespace) -> Result:
                     runtime = {}
                 earliest = int(runtime.get("earliestMessageTimeStamp", "-1") or -1)
                 hours = f"{(time.time() * 1000 - earliest) / 3_600_000:.2f}" if earliest > 0 else "-"
+                transferred = runtime.get("getTransferedTps", runtime.get("getTransferredTps"))
                 rows.append({"clusterName": cluster, "brokerName": name, "brokerId": broker_id, "brokerAddr": addr,
                              "version": runtime.get("brokerVersionDesc", "-"),
-                             "putTps": runtime.get("putTps", "-"), "getTransferredTps":
-                                 runtime.get("getTransferedTps", runtime.get("getTransferredTps", "-")),
+                             "inTps": _first_tps(runtime.get("putTps")), "outTps": _first_tps(transferred),
+                             "putTps": runtime.get("putTps", "-"), "getTransferredTps": transferred or "-",
+                             "inTotalYest": _total_diff(runtime, "msgPutTotalTodayMorning",
+                                                        "msgPutTotalYesterdayMorning"),
+                             "outTotalYest": _total_diff(runtime, "msgGetTotalTodayMorning",
+                                                         "msgGetTotalYesterdayMorning"),
+                             "inTotalToday": _total_diff(runtime, "msgPutTotalTodayNow", "msgPutTotalTodayMorning"),
+                             "outTotalToday": _total_diff(runtime, "msgGetTotalTodayNow", "msgGetTotalTodayMorning"),
                              "pageCacheLockTimeMills": runtime.get("pageCacheLockTimeMills", "-"),
                              "hour": hours, "space": _ratio(runtime, "commitLogDiskRatio"),
                              "reachable": bool(runtime)})
     if args.cluster and not rows:
         raise AdminError(f"cluster {args.cluster} does not exist")
+    if args.more_stats:
+        text = render_table(["#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest", "#InTotalToday",
+                             "#OutTotalToday"],
+                            [[r["clusterName"], r["brokerName"], _dash(r["inTotalYest"]), _dash(r["outTotalYest"]),
+                              _dash(r["inTotalToday"]), _dash(r["outTotalToday"])] for r in rows])
+        return Result(rows, text)
     text = render_table(["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS", "#OutTPS",
                          "#PCWait(ms)", "#Hour", "#SPACE"],
                         [[r["clusterName"], r["brokerName"], r["brokerId"], r["brokerAddr"], r["version"],
-                          r["putTps"], r["getTransferredTps"], r["pageCacheLockTimeMills"], r["hour"], r["space"]]
+                          _dash(r["inTps"], "{:.2f}"), _dash(r["outTps"], "{:.2f}"), r["pageCacheLockTimeMills"],
+                          r["hour"], r["space"]]
                          for r in rows])
     return Result(rows, text)
 

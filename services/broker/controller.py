@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -33,11 +32,12 @@ from orbitmq.broker.outer_api import BrokerOuterAPI
 from orbitmq.broker.processors import filtering
 from orbitmq.broker.processors.registry import Processor, ProcessorRegistry
 from orbitmq.broker.processors.send_queue import SendQueue
+from orbitmq.broker.stats import BrokerStatsManager
 from orbitmq.broker.store.config import MessageStoreConfig
 from orbitmq.broker.store.metadata.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.store.metadata.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.store.metadata.topic_config_manager import TopicConfigManager
-from orbitmq.broker.store.model import MessageExtBrokerInner
+from orbitmq.broker.store.model import AppendMessageStatus, GetMessageStatus, MessageExtBrokerInner
 from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.constants import PERM_READ, PERM_WRITE, is_readable, is_writeable
 from orbitmq.common.filter.java_compat import java_string_hash
@@ -48,6 +48,9 @@ from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
+
+_APPEND_PUT_OK = AppendMessageStatus.PUT_OK
+_GET_FOUND = GetMessageStatus.FOUND
 
 # A pull without maxMsgBytes is bounded by the store's own hot/cold transfer caps only.
 MAX_PULL_BYTES = 2**31 - 1
@@ -87,6 +90,7 @@ class BrokerController:
             config.send_message_thread_pool_nums, config.send_thread_pool_queue_capacity,
             lambda: self.config.wait_time_mills_in_send_queue, config.broker_fast_failure_enable,
             self._is_os_page_cache_busy, lambda: self.config.send_message_test_delay_mills)
+        self.stats = BrokerStatsManager()
         self.processors = ProcessorRegistry()
         # Parked pulls and POPs each hold a request slot for up to their poll time, and a proxy
         # multiplexes many clients over one connection: bound in-flight requests per connection
@@ -101,7 +105,6 @@ class BrokerController:
         self._persist_groups = False
         self._started = False
         self._background: set[asyncio.Task[Any]] = set()
-        self._pulled: dict[str, list[tuple[float, int]]] = {}
         self._register_default_processors()
         # -- delay levels (orbitmq.broker.schedule): put-path redirect + ScheduleMessageService --
         from orbitmq.broker.schedule.schedule_message_service import ScheduleMessageService
@@ -130,6 +133,7 @@ class BrokerController:
         await self.message_store.start()
         await self.schedule_message_service.start(self.message_store)  # delay levels
         await self.pull_request_hold_service.start()
+        await self.stats.start()
         await self.send_queue.start()
         if not ephemeral:
             await self.remoting_server.start()
@@ -159,6 +163,7 @@ class BrokerController:
                 broker_addr=self.config.broker_addr, broker_name=self.config.broker_name,
                 broker_id=self.config.broker_id)
         await self.pull_request_hold_service.shutdown()
+        await self.stats.shutdown()
         # --- POP (services/broker/pop): stop reviving and persist order info before offsets ---
         await self.pop_service.shutdown()
         await self.send_queue.shutdown()
@@ -178,7 +183,7 @@ class BrokerController:
         await cancel_and_wait(*self._tasks)
         self._tasks = []
         for close in (self.remoting_server.close, self.pull_request_hold_service.shutdown,
-                      self.send_queue.shutdown, self.outer_api.close):
+                      self.stats.shutdown, self.send_queue.shutdown, self.outer_api.close):
             with contextlib.suppress(Exception):
                 await close()
         if self.message_store is not None:
@@ -285,16 +290,32 @@ class BrokerController:
             tags_code=tags_string_to_tags_code(tags_filter_type, properties.get(MessageConst.TAGS)),
             born_timestamp=born_timestamp, born_host=born, reconsume_times=reconsume_times, sys_flag=sys_flag)
 
+    # Every put and get is counted here, where all processors (send, send-back, DLQ, revive,
+    # schedule delivery, pull, POP) meet, instead of in each of them. The topic is read after
+    # the put, as upstream: a delayed send counts against SCHEDULE_TOPIC_XXXX (the delay hook
+    # redirects the message in place) and its delivery against the real topic, once each.
+
     async def put_message(self, msg: MessageExtBrokerInner) -> Any:
-        return await self.message_store.put_message(msg)
+        result = await self.message_store.put_message(msg)
+        appended = result.append_message_result
+        if appended is not None and appended.status is _APPEND_PUT_OK:
+            self.stats.on_put(msg.topic, appended.msg_num, appended.wrote_bytes)
+        return result
 
     async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> Any:
-        return await self.message_store.put_messages(msgs)
+        result = await self.message_store.put_messages(msgs)
+        appended = result.append_message_result
+        if appended is not None and appended.status is _APPEND_PUT_OK and msgs:
+            self.stats.on_put(msgs[0].topic, appended.msg_num, appended.wrote_bytes)
+        return result
 
     async def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                           max_total_size: int | None, message_filter: Any) -> Any:
-        return (self.message_store.get_message(
-            group, topic, queue_id, offset, max_msg_nums, max_total_size or MAX_PULL_BYTES, message_filter))
+        result = self.message_store.get_message(
+            group, topic, queue_id, offset, max_msg_nums, max_total_size or MAX_PULL_BYTES, message_filter)
+        if result is not None:
+            self.stats.on_get(result.message_count if result.status is _GET_FOUND else 0)
+        return result
 
     @staticmethod
     def message_bodies(result: Any) -> bytes:
@@ -351,22 +372,18 @@ class BrokerController:
 
     async def delete_topics(self, topics: set[str]) -> None:
         await self.message_store.delete_topics(topics)
+        self.stats.forget_topics(topics)
 
     def store_runtime_info(self) -> dict[str, Any]:
         info = getattr(self.message_store, "runtime_info", None)
         return dict(info()) if callable(info) else {}
 
-    def record_pulled(self, group: str, count: int) -> None:
-        """Feeds consumeTps in GET_CONSUME_STATS: messages handed out per group, last minute."""
-        window = self._pulled.setdefault(group, [])
-        now = time.monotonic()
-        window.append((now, count))
-        while window and window[0][0] < now - 60:
-            window.pop(0)
+    def record_pulled(self, group: str, count: int, topic: str | None = None) -> None:
+        """Messages handed out to a consumer (pull, POP): consumeTps and msgGetTotal* stats."""
+        self.stats.on_handed_out(group, topic, count)
 
     def consume_tps(self, group: str) -> float:
-        now = time.monotonic()
-        return round(sum(n for t, n in self._pulled.get(group, []) if t >= now - 60) / 60.0, 2)
+        return round(self.stats.group_get_tps(group), 2)
 
     def notify_reset_offset(self, group: str, fields: dict[str, str], body: bytes) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET (oneway) to every online consumer of the group."""
@@ -392,6 +409,7 @@ class BrokerController:
         channel.on_close(self._on_client_close)
 
     def _on_client_close(self, channel: Any) -> None:
+        self.pull_request_hold_service.drop_channel(channel)
         self.producer_manager.do_channel_close_event(channel)
         self.consumer_manager.do_channel_close_event(channel)
 

@@ -21,7 +21,11 @@ import pytest
 
 from orbitmq.client import MQClientAPI, SendResult
 from orbitmq.common.message import Message
+from orbitmq.common.message_codec import decode_records
+from orbitmq.common.sysflag import build_pull_sys_flag
 from orbitmq.common.topic_config import TopicConfig
+from orbitmq.remoting import RemotingClient, RemotingCommand
+from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.support import ProcessRunner, free_port
 
 CLUSTER = "AdminCluster"
@@ -145,6 +149,8 @@ def test_topic_status_and_delete_topic(cluster: Cluster) -> None:
     by_queue = {r["queueId"]: r for r in rows}
     assert by_queue[1]["maxOffset"] == 3 and by_queue[1]["brokerName"] == BROKER_NAME
     assert by_queue[1]["lastUpdateTimestamp"] > 0 and by_queue[0]["maxOffset"] == 0
+    # A queue never written starts at offset 0, as RocketMQ shows it, not -1.
+    assert (by_queue[0]["minOffset"], by_queue[1]["minOffset"]) == (0, 0)
     assert ok(cluster, "topicStatus", "-t", "AdminStatus").splitlines()[0].split() == [
         "#Broker", "Name", "#QID", "#Min", "Offset", "#Max", "Offset", "#Last", "Updated"]
 
@@ -235,6 +241,47 @@ def test_cluster_list_and_broker_status(cluster: Cluster) -> None:
     text = ok(cluster, "brokerStatus", "-b", cluster.addr)
     assert any(line.split(":", 1)[0].strip() == "brokerName" and line.endswith(BROKER_NAME)
                for line in text.splitlines())
+
+
+def pull_all(cluster: Cluster, topic: str, group: str) -> int:
+    async def go() -> int:
+        sys_flag = build_pull_sys_flag(commit_offset=False, suspend=False, subscription=True, class_filter=False)
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+            "consumerGroup": group, "topic": topic, "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+            "sysFlag": str(sys_flag), "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*",
+            "subVersion": "0", "expressionType": "TAG"})
+        async with RemotingClient() as client:
+            response = await client.invoke(cluster.addr, request, 5)
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        return len(decode_records(response.body, check_crc=False))
+    return run(go())
+
+
+def test_cluster_list_and_broker_status_show_traffic(cluster: Cluster) -> None:
+    ok(cluster, "updateTopic", "-c", CLUSTER, "-t", "AdminTraffic", "-r", "1", "-w", "1")
+    before = ok_json(cluster, "brokerStatus", "-b", cluster.addr)
+    send_messages(cluster, "AdminTraffic", 8)
+    assert pull_all(cluster, "AdminTraffic", "CG_TRAFFIC") == 8
+
+    (row,) = [r for r in ok_json(cluster, "clusterList") if r["clusterName"] == CLUSTER]
+    assert row["inTps"] > 0 and row["outTps"] > 0, row
+    assert float(row["putTps"].split(" ")[0]) == row["inTps"] and len(row["putTps"].split(" ")) == 3
+    assert row["inTotalToday"] >= 8 and row["outTotalToday"] >= 8, row
+    table = ok(cluster, "clusterList").splitlines()
+    (line,) = [line for line in table[1:] if line.split()[:2] == [CLUSTER, BROKER_NAME]]
+    # Cells may hold spaces (the version): cut the columns where their headers start.
+    in_at, out_at, wait_at = (table[0].index(h) for h in ("#InTPS", "#OutTPS", "#PCWait"))
+    in_tps, out_tps = line[in_at:out_at].strip(), line[out_at:wait_at].strip()
+    assert float(in_tps) > 0 and float(out_tps) > 0, table
+    more = ok(cluster, "clusterList", "-m").splitlines()
+    assert more[0].split()[-4:] == ["#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday"]
+
+    status = ok_json(cluster, "brokerStatus", "-b", cluster.addr)
+    assert int(status["msgPutTotalTodayNow"]) - int(before["msgPutTotalTodayNow"]) == 8
+    assert int(status["msgGetTotalTodayNow"]) - int(before["msgGetTotalTodayNow"]) == 8
+    for key in ("putTps", "getTransferedTps", "getFoundTps", "getMissTps", "getTotalTps"):
+        assert len(status[key].split(" ")) == 3, (key, status[key])
+    assert float(status["getTransferedTps"].split(" ")[0]) > 0
 
 
 def test_namesrv_from_environment(cluster: Cluster) -> None:

@@ -9,6 +9,10 @@ without) catches anything missed and releases requests whose hold time is up.
 Releasing resolves the future the suspended processor coroutine awaits; that coroutine then
 re-runs the pull without permission to suspend again and answers the client, so the
 Remoting layer needs no out-of-band write path.
+
+A pull whose client connection closes leaves the table at once (``drop_channel`` from the
+channel's close hook, ``remove`` when the waiting processor is cancelled): nobody is left to
+answer, and holding it for the rest of its hold time would only pin its memory.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class PullRequest:
     message_filter: Any
     suspend_timestamp: int = field(default_factory=_now_ms)
     woken: asyncio.Future[bool] | None = None
+    client_channel: Any = None
 
     @property
     def deadline_ms(self) -> int:
@@ -101,6 +106,38 @@ class PullRequestHoldService:
 
     def parked_count(self) -> int:
         return sum(len(v) for v in self.pull_request_table.values())
+
+    def remove(self, request: PullRequest) -> None:
+        """Takes a request out of the table (its waiter gave up), releasing it unmatched."""
+        request.release(False)
+        key = self.build_key(request.topic, request.queue_id)
+        requests = self.pull_request_table.get(key)
+        if requests is None:
+            return
+        with contextlib.suppress(ValueError):
+            requests.remove(request)
+        if not requests:
+            del self.pull_request_table[key]
+
+    def drop_channel(self, channel: Any) -> int:
+        """Releases and forgets every pull parked by a connection that closed; returns how many."""
+        if not self.pull_request_table:
+            return 0
+        dropped = 0
+        for key in list(self.pull_request_table):
+            requests = self.pull_request_table[key]
+            keep = [r for r in requests if r.client_channel is not channel]
+            if len(keep) == len(requests):
+                continue
+            for request in requests:
+                if request.client_channel is channel:
+                    request.release(False)
+            dropped += len(requests) - len(keep)
+            if keep:
+                self.pull_request_table[key] = keep
+            else:
+                del self.pull_request_table[key]
+        return dropped
 
     def arrival_listener(self, topic: str, queue_id: int, logic_offset: int, tags_code: int | None,
                          store_timestamp: int, properties: dict[str, str] | None) -> None:

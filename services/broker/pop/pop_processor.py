@@ -305,9 +305,7 @@ class PopMessageProcessor:
                 shown_topic=header.topic if is_retry or is_retry_topic(topic) else None,
                 reconsume_times=counts.get(queue_offset) if header.order else None)
             batch.records.append(encoded)
-        record_pulled = getattr(broker, "record_pulled", None)
-        if record_pulled is not None:
-            record_pulled(group, len(offsets))
+        broker.record_pulled(group, len(offsets), topic)
         return True
 
     async def _dead_letter_orderly(self, topic: str, queue_id: int, group: str, pop_time: int, records: list[bytes],

@@ -175,6 +175,7 @@ class AdminBrokerProcessor:
         await self.broker.subscription_group_manager.delete_subscription_group_config(group)
         if clean_offset:
             self.broker.consumer_offset_manager.remove_offset(group)
+        self.broker.stats.forget_group(group)
         log.info("deleteSubscriptionGroup %s from %s", group, self.broker.remote_addr(channel))
         self.broker.on_metadata_changed(groups=True)
         return request.response_to(ResponseCode.SUCCESS)
@@ -229,6 +230,10 @@ class AdminBrokerProcessor:
     async def get_broker_runtime_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         cfg = self.broker.config
         table: dict[str, str] = {str(k): str(v) for k, v in self.broker.store_runtime_info().items()}
+        table.update(self.broker.stats.runtime_info())
+        pop_service = getattr(self.broker, "pop_service", None)
+        if pop_service is not None:
+            table["popRequestHoldCount"] = str(pop_service.long_polling.parked_count())
         table.update({
             "brokerVersionDesc": f"OrbitMQ {__version__}",
             "brokerVersion": str(getattr(request, "version", 0)),

@@ -96,7 +96,13 @@ class PullMessageProcessor:
             log.warning("parked pull %s@%d was not released by the hold service in time",
                         header.topic, header.queue_id)
         finally:
-            parked.release(False)  # no-op when already released; drops it from later checks
+            # Released by the hold service: already out of its table. Otherwise (hold-service
+            # timeout, or this task cancelled because the client's connection closed) it must
+            # leave the table now rather than sit there until its hold time is up.
+            if parked.woken is None or not parked.woken.done():
+                self.broker.pull_request_hold_service.remove(parked)
+        if not getattr(channel, "is_active", True):
+            return None  # nobody to answer
         response, _ = await self._process(request, channel, header, allow_suspend=False)
         return response
 
@@ -143,7 +149,8 @@ class PullMessageProcessor:
             if not_found and allow_suspend and suspend:
                 polling = header.suspend_timeout_millis if cfg.long_polling_enable else cfg.short_polling_time_mills
                 polling = min(polling, MAX_HOLD_MILLIS)
-                parked = PullRequest(header.topic, header.queue_id, header.queue_offset, polling, message_filter)
+                parked = PullRequest(header.topic, header.queue_id, header.queue_offset, polling, message_filter,
+                                     client_channel=channel)
                 broker.pull_request_hold_service.suspend_pull_request(parked)
                 response = None
         if allow_suspend and commit and broker.store_config.broker_role != SLAVE_ROLE:
@@ -200,7 +207,7 @@ class PullMessageProcessor:
         elif status == "FOUND":
             code = ResponseCode.SUCCESS
             body = broker.message_bodies(result)
-            broker.record_pulled(header.consumer_group, result.message_count)
+            broker.record_pulled(header.consumer_group, result.message_count, header.topic)
         elif status in ("MESSAGE_WAS_REMOVING", "NO_MATCHED_MESSAGE"):
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         elif status in ("NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE"):

@@ -529,8 +529,10 @@ class MessageStore:
         return cq.get_max_offset_in_queue() if cq is not None else 0
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        # A queue never written is empty from offset 0, as upstream (whose lookup creates the
+        # ConsumeQueue) answers, not -1.
         cq = self.get_consume_queue(topic, queue_id)
-        return cq.get_min_offset_in_queue() if cq is not None else -1
+        return cq.get_min_offset_in_queue() if cq is not None else 0
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         cq = self.get_consume_queue(topic, queue_id)
