@@ -1,8 +1,11 @@
-"""`orbitmq local`: a NameServer, a broker and a gRPC proxy in one process, ready for clients.
+"""`orbitmq local`: a NameServer, a broker and a gRPC proxy under one command, ready for clients.
 
 Defaults are RocketMQ's ports (9876, 10911, 8081) on 127.0.0.1, cluster DefaultCluster, data in
-~/.orbitmq, topics and consumer groups created on first use. SIGINT/SIGTERM shut the three
-down in reverse order, so the broker flushes and persists its offsets before the process exits.
+~/.orbitmq, topics and consumer groups created on first use. The broker runs in a child process
+by default so that it and the proxy each get a core (one event loop is one core under the GIL);
+``--one-process`` keeps all three on one event loop. SIGINT/SIGTERM shut the three down in
+reverse order, so the broker flushes and persists its offsets before the command exits. The
+child watches a pipe from the parent and shuts itself down when the parent disappears.
 """
 
 from __future__ import annotations
@@ -19,17 +22,25 @@ from orbitmq.config import parse_cli_overrides
 from orbitmq.log import setup_logging
 
 DEFAULT_DATA_DIR = "~/.orbitmq"
+BROKER_READY = "orbitmq local broker ready on port"
+# How long a broker child may take to boot (store recovery) and to flush on shutdown.
+BROKER_START_TIMEOUT_SECONDS = 120.0
+BROKER_STOP_TIMEOUT_SECONDS = 60.0
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="orbitmq local",
-                                description="Run a NameServer, a broker and a gRPC proxy in one process.")
+                                description="Run a NameServer, a broker and a gRPC proxy under one command.")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where the store and configs live (~/.orbitmq)")
     p.add_argument("--host", default="127.0.0.1", help="address the services advertise and listen on")
     p.add_argument("--namesrv-port", type=int, default=9876)
     p.add_argument("--broker-port", type=int, default=10911)
     p.add_argument("--proxy-port", type=int, default=8081)
     p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING or ERROR")
+    p.add_argument("--one-process", action="store_true",
+                   help="run the broker on the same event loop as the NameServer and proxy (one core)")
+    # Internal: the broker child of `orbitmq local` (run with the parent's arguments).
+    p.add_argument("--broker-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", metavar="key=value", help="extra broker.conf / proxy settings")
     return p
 
@@ -41,17 +52,98 @@ def client_example(endpoint: str) -> str:
             'm = Message(); m.topic = "TopicTest"; m.body = b"hello"; print(p.send(m)); p.shutdown()')
 
 
+class BrokerProcess:
+    """The broker of a LocalCluster in a child process (`orbitmq local --broker-child`).
+
+    The child's stdin is a pipe only this process writes to: when this process goes away, even
+    by SIGKILL, the child reads EOF and shuts itself down, so it never outlives its parent.
+    """
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.port: int | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._drain: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    async def start(self) -> None:
+        # A session of its own: a terminal's Ctrl-C reaches only the parent, which then stops
+        # the proxy first and the broker second, in order.
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "orbitmq", "local", "--broker-child", *self.argv,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, start_new_session=True)
+        assert self._proc.stdout is not None
+        try:
+            async with asyncio.timeout(BROKER_START_TIMEOUT_SECONDS):
+                while True:
+                    line = (await self._proc.stdout.readline()).decode("utf-8", "replace")
+                    if not line:
+                        code = await self._proc.wait()
+                        raise RuntimeError(f"the broker process exited during start-up (exit code {code})")
+                    if line.startswith(BROKER_READY):
+                        self.port = int(line.rsplit(" ", 1)[1])
+                        break
+                    sys.stdout.write(line)
+        except BaseException:
+            await self.shutdown()
+            raise
+        self._drain = asyncio.create_task(self._forward_output())
+
+    async def _forward_output(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        while line := await self._proc.stdout.readline():
+            sys.stdout.write(line.decode("utf-8", "replace"))
+            sys.stdout.flush()
+
+    async def wait(self) -> int:
+        """The child's exit code once it exits (on its own only if something went wrong)."""
+        if self._proc is None:
+            return 0
+        return await self._proc.wait()
+
+    async def shutdown(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        self._proc = None
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), BROKER_STOP_TIMEOUT_SECONDS)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        if proc.stdin is not None:
+            proc.stdin.close()
+        if self._drain is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._drain, 5)
+            self._drain = None
+
+
 class LocalCluster:
-    """The three services of `orbitmq local`, embeddable (tests, notebooks) with async start/stop."""
+    """The three services of `orbitmq local`, embeddable (tests, notebooks) with async start/stop.
+
+    ``broker_process=True`` runs the broker in a child process (``self.broker`` is then a
+    BrokerProcess, not a BrokerController); the default keeps everything on the caller's loop.
+    """
 
     def __init__(self, data_dir: str | Path = DEFAULT_DATA_DIR, host: str = "127.0.0.1", namesrv_port: int = 9876,
-                 broker_port: int = 10911, proxy_port: int = 8081, overrides: dict[str, str] | None = None) -> None:
+                 broker_port: int = 10911, proxy_port: int = 8081, overrides: dict[str, str] | None = None,
+                 *, broker_process: bool = False, log_level: str = "WARNING") -> None:
         self.data_dir = Path(data_dir).expanduser()
         self.host = host
         self.namesrv_port = namesrv_port
         self.broker_port = broker_port
         self.proxy_port = proxy_port
         self.overrides = dict(overrides or {})
+        self.broker_process = broker_process
+        self.log_level = log_level
         self.namesrv = None
         self.broker = None
         self.proxy = None
@@ -83,8 +175,6 @@ class LocalCluster:
             "brokerIP1": self.host, "listenPort": str(self.broker_port), "haListenPort": str(self.broker_port + 1),
             "namesrvAddr": self.namesrv_addr, "storePathRootDir": str(self.data_dir / "store"),
             "autoCreateTopicEnable": "true", "autoCreateSubscriptionGroup": "true", "flushDiskType": "ASYNC_FLUSH",
-            # A 4 MiB body plus the rest of its record (RocketMQ 5 bounds the body, not the record).
-            "maxMessageSize": str(4 * 1024 * 1024 + 64 * 1024),
         }
         proxy_values = {"namesrvAddr": self.namesrv_addr, "grpcServerPort": str(self.proxy_port),
                         "autoCreateTopicEnable": "true"}
@@ -99,6 +189,11 @@ class LocalCluster:
         (proxy_cfg,) = load_configs(None, proxy_values, ProxyConfig)
         return namesrv_cfg, broker_cfg, store_cfg, proxy_cfg
 
+    def _child_argv(self) -> list[str]:
+        return ["--data-dir", str(self.data_dir), "--host", self.host, "--namesrv-port", str(self.namesrv_port),
+                "--broker-port", str(self.broker_port), "--proxy-port", str(self.proxy_port),
+                "--log-level", self.log_level, *(f"{k}={v}" for k, v in self.overrides.items())]
+
     async def start(self) -> None:
         from orbitmq.broker.controller import BrokerController
         from orbitmq.namesrv.controller import NamesrvController
@@ -109,7 +204,10 @@ class LocalCluster:
         try:
             self.namesrv = NamesrvController(namesrv_cfg)
             await self.namesrv.start()
-            self.broker = BrokerController(broker_cfg, store_cfg, listen_host=self.host)
+            if self.broker_process:
+                self.broker = BrokerProcess(self._child_argv())
+            else:
+                self.broker = BrokerController(broker_cfg, store_cfg, listen_host=self.host)
             await self.broker.start()
             self.proxy = ProxyServer(proxy_cfg, host=self.host)
             await self.proxy.start()
@@ -126,26 +224,80 @@ class LocalCluster:
                     await service.shutdown()
 
 
-async def run(args: argparse.Namespace) -> int:
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+async def _watch_parent(stop: asyncio.Event) -> None:
+    """Set ``stop`` when stdin (the pipe from the parent) reaches EOF: the parent is gone."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while await reader.read(4096):
+        pass
+    stop.set()
+
+
+async def run_broker_child(args: argparse.Namespace) -> int:
+    """The broker half of `orbitmq local`, in the child process the parent started."""
+    from orbitmq.broker.controller import BrokerController
+
     cluster = LocalCluster(args.data_dir, args.host, args.namesrv_port, args.broker_port, args.proxy_port,
                            parse_cli_overrides(args.overrides))
+    _, broker_cfg, store_cfg, _ = cluster._configs()
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    watcher = asyncio.create_task(_watch_parent(stop))
+    broker = BrokerController(broker_cfg, store_cfg, listen_host=args.host)
+    try:
+        try:
+            await broker.start()
+        except BaseException:
+            await broker.abort_start()
+            raise
+        print(f"{BROKER_READY} {broker_cfg.listen_port}", flush=True)
+        try:
+            await stop.wait()
+        finally:
+            await broker.shutdown()
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+    return 0
+
+
+async def run(args: argparse.Namespace) -> int:
+    cluster = LocalCluster(args.data_dir, args.host, args.namesrv_port, args.broker_port, args.proxy_port,
+                           parse_cli_overrides(args.overrides), broker_process=not args.one_process,
+                           log_level=args.log_level)
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
     await cluster.start()
     print(f"OrbitMQ is running. gRPC endpoint: {cluster.endpoint}  (NameServer {cluster.namesrv_addr}, "
           f"broker {args.host}:{args.broker_port}, data {cluster.data_dir})", flush=True)
     print("Send a first message with the official client (pip install rocketmq-python-client):", flush=True)
     print(client_example(cluster.endpoint), flush=True)
     print("Press Ctrl-C to stop.", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    exit_code = 0
+    waiters = [asyncio.create_task(stop.wait())]
+    if isinstance(cluster.broker, BrokerProcess):
+        waiters.append(asyncio.create_task(cluster.broker.wait()))
     try:
-        await stop.wait()
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        if waiters[0] not in done:
+            print(f"orbitmq local: the broker process exited unexpectedly "
+                  f"(exit code {waiters[1].result()}), stopping", file=sys.stderr, flush=True)
+            exit_code = 1
     finally:
+        for waiter in waiters:
+            waiter.cancel()
         await cluster.shutdown()
         print("OrbitMQ stopped.", flush=True)
-    return 0
+    return exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -157,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"orbitmq local: {exc}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(run(args))
-    except OSError as exc:
+        return asyncio.run(run_broker_child(args) if args.broker_child else run(args))
+    except (OSError, RuntimeError) as exc:
         print(f"orbitmq local: {exc}", file=sys.stderr)
         return 1

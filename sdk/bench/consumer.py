@@ -33,6 +33,8 @@ class ConsumeOptions:
     duration: float = 10.0
     invisible_ms: int = 30_000
     polling_ms: int = 1_000
+    # Stop once messages have arrived and then none for this many seconds (0 = run the duration).
+    idle_stop_s: float = 0.0
 
 
 def _duration(ms: int) -> Duration:
@@ -42,7 +44,7 @@ def _duration(ms: int) -> Duration:
 
 
 async def run_consume_load(opts: ConsumeOptions, stop: asyncio.Event | None = None,
-                           stats: Stats | None = None) -> Stats:
+                           stats: Stats | None = None, ready_line: str | None = None) -> Stats:
     """Receive and ack until ``duration`` passes (or ``stop`` is set); ``stats`` fills as it goes."""
     stats = stats if stats is not None else Stats()
     metadata = client_metadata("bench-consumer")
@@ -54,6 +56,9 @@ async def run_consume_load(opts: ConsumeOptions, stop: asyncio.Event | None = No
         long_polling_timeout=_duration(opts.polling_ms))
     async with grpc.aio.insecure_channel(opts.endpoint, options=CHANNEL_OPTIONS) as channel:
         stub = sgrpc.MessagingServiceStub(channel)
+        await channel.channel_ready()
+        if ready_line:
+            print(ready_line, flush=True)
         loop = asyncio.get_running_loop()
         start = loop.time()
         end = start + opts.duration
@@ -63,6 +68,8 @@ async def run_consume_load(opts: ConsumeOptions, stop: asyncio.Event | None = No
         async def worker() -> None:
             nonlocal last_message_at
             while loop.time() < end and not (stop and stop.is_set()):
+                if opts.idle_stop_s and stats.messages and loop.time() - last_message_at > opts.idle_stop_s:
+                    return
                 received: list[pb.Message] = []
                 try:
                     async for response in stub.ReceiveMessage(request, metadata=metadata,
@@ -102,10 +109,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-w", "--concurrency", type=int, default=4, help="receive streams in flight")
     parser.add_argument("-b", "--batch", type=int, default=32, help="messages per ReceiveMessage")
     parser.add_argument("-d", "--duration", type=float, default=10.0)
+    parser.add_argument("--idle-stop", type=float, default=0.0,
+                        help="stop once no message arrived for this many seconds (after the first)")
     parser.add_argument("--json", action="store_true")
+    # Internal (`bench all`): print this line once connected, before consuming.
+    parser.add_argument("--ready-line", help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv or []))
     opts = ConsumeOptions(endpoint=args.endpoint, topic=args.topic, group=args.group,
-                          concurrency=args.concurrency, batch=args.batch, duration=args.duration)
-    summary = asyncio.run(run_consume_load(opts)).summary()
+                          concurrency=args.concurrency, batch=args.batch, duration=args.duration,
+                          idle_stop_s=args.idle_stop)
+    summary = asyncio.run(run_consume_load(opts, ready_line=args.ready_line)).summary()
     print(json.dumps(summary) if args.json else format_summary("consumer", summary, "end-to-end"))
     return 0

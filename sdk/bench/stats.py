@@ -21,6 +21,8 @@ class Stats:
     messages: int = 0
     requests: int = 0
     errors: int = 0
+    # Rate-limited runs: how late (ms) the load generator started each request after its slot.
+    start_lags_ms: list[float] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
     elapsed_s: float = 0.0
 
@@ -36,10 +38,12 @@ class Stats:
             "p99_ms": percentile(values, 99),
             "max_ms": values[-1] if values else 0.0,
             "elapsed_s": self.elapsed_s,
+            "start_lag_p99_ms": percentile(sorted(self.start_lags_ms), 99),
         }
 
 
 def format_summary(title: str, s: dict[str, float], what: str = "RT") -> str:
     return (f"{title}: {s['tps']:.0f} msgs/s ({s['messages']:.0f} msgs, {s['requests']:.0f} requests, "
             f"{s['errors']:.0f} errors in {s['elapsed_s']:.1f}s) {what} p50 {s['p50_ms']:.2f} ms, "
-            f"p99 {s['p99_ms']:.2f} ms, max {s['max_ms']:.2f} ms")
+            f"p99 {s['p99_ms']:.2f} ms, max {s['max_ms']:.2f} ms"
+            + (f", start lag p99 {s['start_lag_p99_ms']:.2f} ms" if s.get("start_lag_p99_ms") else ""))

@@ -89,7 +89,9 @@ class Channel:
         self._response_table[request.opaque] = future
         try:
             await self._send(request)
-            return await asyncio.wait_for(future, timeout)
+            # asyncio.timeout instead of wait_for: no extra waiter future per request.
+            async with asyncio.timeout(timeout):
+                return await future
         except TimeoutError:
             raise RemotingTimeoutError(self.remote_address, timeout, request.opaque) from None
         finally:

@@ -183,18 +183,31 @@ class RemotingCommand:
 
 # ---- JSON header (fastjson's rendering: alphabetical keys, compact, nulls omitted) -------------
 
+# One encoder for every header: json.dumps with options builds a new encoder per call.
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_LANGUAGE_NAMES = {int(m): m.name for m in LanguageCode}
+_SERIALIZE_NAMES = {int(m): m.name for m in SerializeType}
+
+
+def _enum_name(names: dict[int, str], value: Any, what: str) -> str:
+    try:
+        return names[value]
+    except (KeyError, TypeError):
+        raise ValueError(f"{value!r} is not a valid {what}") from None
+
+
 def _json_header_encode(cmd: RemotingCommand) -> bytes:
     obj: dict[str, Any] = {"code": int(cmd.code)}
     if cmd.ext_fields:
         obj["extFields"] = {str(k): str(v) for k, v in cmd.ext_fields.items()}
     obj["flag"] = int(cmd.flag)
-    obj["language"] = LanguageCode(cmd.language).name
+    obj["language"] = _enum_name(_LANGUAGE_NAMES, cmd.language, "LanguageCode")
     obj["opaque"] = int(cmd.opaque)
     if cmd.remark is not None:
         obj["remark"] = cmd.remark
-    obj["serializeTypeCurrentRPC"] = SerializeType(cmd.serialize_type).name
+    obj["serializeTypeCurrentRPC"] = _enum_name(_SERIALIZE_NAMES, cmd.serialize_type, "SerializeType")
     obj["version"] = int(cmd.version)
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _JSON_ENCODER.encode(obj).encode("utf-8")
 
 
 def _as_int(obj: dict[str, Any], key: str, default: int) -> int:

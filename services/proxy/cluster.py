@@ -23,6 +23,7 @@ from orbitmq.proxy.errors import ProxyError
 from orbitmq.remoting.codes import ResponseCode
 
 Code = pb.Code
+_WRITE_QUEUE_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class ClusterService:
         self.api = api
         self.routes = routes
         self._round_robin = itertools.count()
+        self._write_queues: dict[str, tuple[TopicRouteData, list[AddressableQueue]]] = {}
         self._topic_configs = _TtlCache(config.metadata_cache_expired_millis)
         self._group_configs = _TtlCache(config.metadata_cache_expired_millis)
 
@@ -142,6 +144,10 @@ class ClusterService:
 
     async def write_queues(self, topic: str) -> list[AddressableQueue]:
         route = await self.route(topic)
+        # Every send asks; the answer only changes when the route cache holds a new route object.
+        cached = self._write_queues.get(topic)
+        if cached is not None and cached[0] is route:
+            return cached[1]
         queues: list[AddressableQueue] = []
         for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
             addr = self.master_addr(route, qd.broker_name)
@@ -150,6 +156,9 @@ class ClusterService:
             queues.extend(AddressableQueue(topic, qd.broker_name, i, addr) for i in range(qd.write_queue_nums))
         if not queues:
             raise ProxyError(Code.FORBIDDEN, f"no writable queue of topic {topic}")
+        if len(self._write_queues) >= _WRITE_QUEUE_CACHE_SIZE:
+            self._write_queues.clear()
+        self._write_queues[topic] = (route, queues)
         return queues
 
     async def select_write_queue(self, topic: str, message_group: str | None) -> AddressableQueue:

@@ -63,39 +63,72 @@ def validate_body(body: bytes, config: ProxyConfig) -> None:
         raise ProxyError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {limit}")
 
 
+def utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def timestamp_ms(ts: Timestamp) -> int:
+    """Timestamp.ToMilliseconds without its Python-level call chain (same result, same error)."""
+    seconds, nanos = ts.seconds, ts.nanos
+    if 0 <= nanos < 1_000_000_000 and _MIN_TIMESTAMP_SECONDS <= seconds <= _MAX_TIMESTAMP_SECONDS:
+        return seconds * 1000 + nanos // 1_000_000
+    return ts.ToMilliseconds()  # raises protobuf's own ValueError for an invalid timestamp
+
+
+# Timestamp's valid range (0001-01-01 .. 9999-12-31), as protobuf checks it.
+_MIN_TIMESTAMP_SECONDS = -62135596800
+_MAX_TIMESTAMP_SECONDS = 253402300799
+_TAGS = MessageConst.TAGS
+_KEYS = MessageConst.KEYS
+_KEY_SEPARATOR = MessageConst.KEY_SEPARATOR
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_RECONSUME_TIME = MessageConst.RECONSUME_TIME
+_PRODUCER_GROUP = MessageConst.PRODUCER_GROUP
+_SHARDING_KEY = MessageConst.SHARDING_KEY
+_TRACE_CONTEXT = MessageConst.TRACE_CONTEXT
+_BORN_HOST = MessageConst.BORN_HOST
+_BORN_TIMESTAMP = MessageConst.BORN_TIMESTAMP
+
+
 def build_message_properties(message: pb.Message, producer_group: str, remote_addr: str,
                              config: ProxyConfig) -> dict[str, str]:
-    """The Remoting properties of one gRPC message; raises ProxyError for what RocketMQ refuses."""
+    """The Remoting properties of one gRPC message; raises ProxyError for what RocketMQ refuses.
+
+    Runs once per message sent, so it reads each field once and skips the checks of absent
+    parts; the checks and their order are SendMessageActivity's.
+    """
     props: dict[str, str] = {}
     user_size = 0
     user_props = message.user_properties
-    if len(user_props) > config.user_property_max_num:
-        raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
-                         f"too many user properties, max is {config.user_property_max_num}")
-    for key, value in user_props.items():
-        if key in STRING_HASH_SET:
-            raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}")
-        if validation.contains_control_character(key):
-            raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "the key of property cannot contain control character")
-        if validation.contains_control_character(value):
-            raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                             "the value of property cannot contain control character")
-        user_size += len(key.encode("utf-8")) + len(value.encode("utf-8"))
-        props[key] = value
+    if user_props:
+        if len(user_props) > config.user_property_max_num:
+            raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                             f"too many user properties, max is {config.user_property_max_num}")
+        for key, value in user_props.items():
+            if key in STRING_HASH_SET:
+                raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}")
+            if validation.contains_control_character(key):
+                raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                                 "the key of property cannot contain control character")
+            if validation.contains_control_character(value):
+                raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                                 "the value of property cannot contain control character")
+            user_size += utf8_len(key) + utf8_len(value)
+            props[key] = value
 
     sysp = message.system_properties
     tag = sysp.tag
-    validation.validate_tag(tag)
     if tag:
-        props[MessageConst.TAGS] = tag
-    user_size += len(tag.encode("utf-8"))
+        validation.validate_tag(tag)
+        props[_TAGS] = tag
+        user_size += utf8_len(tag)
 
-    keys = list(sysp.keys)
-    for key in keys:
-        validation.validate_message_key(key)
-        user_size += len(key.encode("utf-8"))
+    keys = sysp.keys
     if keys:
-        props[MessageConst.KEYS] = MessageConst.KEY_SEPARATOR.join(keys)
+        for key in keys:
+            validation.validate_message_key(key)
+            user_size += utf8_len(key)
+        props[_KEYS] = _KEY_SEPARATOR.join(keys)
 
     if user_size > config.max_user_property_size:
         raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
@@ -104,7 +137,7 @@ def build_message_properties(message: pb.Message, producer_group: str, remote_ad
     message_id = sysp.message_id
     if not message_id.strip():
         raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
-    props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = message_id
+    props[_UNIQ_KEY] = message_id
 
     if sysp.message_type == TRANSACTION:
         props[MessageConst.TRANSACTION_PREPARED] = "true"
@@ -113,7 +146,7 @@ def build_message_properties(message: pb.Message, producer_group: str, remote_ad
             props[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(seconds)
 
     if sysp.HasField("delivery_timestamp"):
-        deliver_ms = sysp.delivery_timestamp.ToMilliseconds()
+        deliver_ms = timestamp_ms(sysp.delivery_timestamp)
         now = now_ms()
         if config.max_delay_time_mills > 0 and deliver_ms - now > config.max_delay_time_mills:
             raise ProxyError(Code.ILLEGAL_DELIVERY_TIME,
@@ -124,18 +157,21 @@ def build_message_properties(message: pb.Message, producer_group: str, remote_ad
                 props[MessageConst.DELAY_TIME_LEVEL] = str(level)
         props[MessageConst.TIMER_DELIVER_MS] = str(deliver_ms)
 
-    props[MessageConst.RECONSUME_TIME] = str(sysp.delivery_attempt)
-    props[MessageConst.PRODUCER_GROUP] = producer_group
-    if sysp.message_group:
-        validation.validate_message_group(sysp.message_group, config.max_message_group_size)
-        props[MessageConst.SHARDING_KEY] = sysp.message_group
-    if sysp.trace_context:
-        props[MessageConst.TRACE_CONTEXT] = sysp.trace_context
+    attempt = sysp.delivery_attempt
+    props[_RECONSUME_TIME] = "0" if attempt == 0 else str(attempt)
+    props[_PRODUCER_GROUP] = producer_group
+    group = sysp.message_group
+    if group:
+        validation.validate_message_group(group, config.max_message_group_size)
+        props[_SHARDING_KEY] = group
+    trace = sysp.trace_context
+    if trace:
+        props[_TRACE_CONTEXT] = trace
     born_host = sysp.born_host or remote_addr
-    if born_host.strip():
-        props[MessageConst.BORN_HOST] = born_host
+    if born_host and not born_host.isspace():
+        props[_BORN_HOST] = born_host
     if sysp.HasField("born_timestamp"):
-        props[MessageConst.BORN_TIMESTAMP] = str(sysp.born_timestamp.ToMilliseconds())
+        props[_BORN_TIMESTAMP] = str(timestamp_ms(sysp.born_timestamp))
     return props
 
 

@@ -56,6 +56,8 @@ def status(code: int, message: str | None = None) -> pb.Status:
 
 
 _OK = Code.OK
+# Read-only: protobuf copies a sub-message on assignment, so one instance serves every entry.
+OK_STATUS = pb.Status(code=_OK, message="OK")
 
 
 def ok() -> pb.Status:

@@ -4,7 +4,7 @@ SEND_BATCH_MESSAGE on the broker that owns the selected queue."""
 from __future__ import annotations
 
 from orbitmq.client import MQBrokerError
-from orbitmq.common.message import Message
+from orbitmq.common.message import Message, MessageConst
 from orbitmq.common.topic_config import TopicMessageType
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
@@ -25,6 +25,7 @@ _TOPIC_TYPE_OF_MESSAGE = {
     pb.MessageType.TRANSACTION: TopicMessageType.TRANSACTION,
 }
 OK = Code.OK
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _SEND_STATUS_CODES = {
     "SEND_OK": Code.OK,
     "FLUSH_DISK_TIMEOUT": Code.MASTER_PERSISTENCE_TIMEOUT,
@@ -50,20 +51,30 @@ class ProducerActivity:
     async def send_message(self, ctx: ProxyContext, request: spb.SendMessageRequest) -> spb.SendMessageResponse:
         if not request.messages:
             raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
+        config = self.config
         first = request.messages[0]
         topic = first.topic.name
+        namespace = first.topic.resource_namespace
         validation.validate_topic(topic)
-        if self.config.enable_topic_message_type_check:
+        type_check = config.enable_topic_message_type_check
+        if type_check:
             topic_type = await self.cluster.topic_message_type(topic)
+        remote_address = ctx.remote_address
+        validate_body = converter.validate_body
+        build_properties = converter.build_message_properties
+        type_of = converter.message_type_of_request
         messages: list[Message] = []
+        append = messages.append
         for proto in request.messages:
-            if proto.topic.name != topic or proto.topic.resource_namespace != first.topic.resource_namespace:
+            resource = proto.topic
+            if resource.name != topic or resource.resource_namespace != namespace:
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-            converter.validate_body(proto.body, self.config)
-            props = converter.build_message_properties(proto, topic, ctx.remote_address, self.config)
-            if self.config.enable_topic_message_type_check:
-                check_message_type(topic, topic_type, converter.message_type_of_request(proto))
-            messages.append(Message(topic=topic, body=proto.body, properties=props))
+            body = proto.body
+            validate_body(body, config)
+            props = build_properties(proto, topic, remote_address, config)
+            if type_check:
+                check_message_type(topic, topic_type, type_of(proto))
+            append(Message(topic, body, 0, props))
         group = first.system_properties.message_group if len(messages) == 1 else None
         queue = await self.cluster.select_write_queue(topic, group)
         sys_flag = converter.build_sys_flag(first)
@@ -80,13 +91,21 @@ class ProducerActivity:
                 self.cluster.routes.invalidate(topic)
             raise
         code = _SEND_STATUS_CODES.get(result.status.value, Code.INTERNAL_SERVER_ERROR)
-        entries = []
-        for index, msg in enumerate(messages):
-            if code == OK:
-                entries.append(spb.SendResultEntry(
-                    status=errors.ok(), message_id=msg.uniq_key or "", offset=result.queue_offset + index,
-                    transaction_id=result.transaction_id or "", recall_handle=result.recall_handle or ""))
-            else:
-                entries.append(spb.SendResultEntry(status=errors.status(
-                    code, f"send message failed, sendStatus={result.status.value}")))
-        return spb.SendMessageResponse(status=errors.status(code, Code.Name(code)), entries=entries)
+        response = spb.SendMessageResponse(
+            status=errors.OK_STATUS if code == OK else errors.status(code, Code.Name(code)))
+        add = response.entries.add
+        if code == OK:
+            # entries.add copies the shared OK status; one call per entry, no intermediate objects.
+            ok_status = errors.OK_STATUS
+            offset = result.queue_offset
+            transaction_id = result.transaction_id or ""
+            recall_handle = result.recall_handle or ""
+            for msg in messages:
+                add(status=ok_status, message_id=msg.properties.get(_UNIQ_KEY) or "", offset=offset,
+                    transaction_id=transaction_id, recall_handle=recall_handle)
+                offset += 1
+        else:
+            failed = errors.status(code, f"send message failed, sendStatus={result.status.value}")
+            for _ in messages:
+                add(status=failed)
+        return response

@@ -26,30 +26,38 @@ class BatchItem:
 
 
 def decode_batch(data: bytes) -> list[BatchItem]:
+    # Slices of the bytes object itself: one copy per body, no memoryview round trips.
+    if not isinstance(data, bytes):
+        data = bytes(data)
     items: list[BatchItem] = []
-    view = memoryview(data)
+    append = items.append
+    unpack_head = _HEAD.unpack_from
+    unpack_short = _SHORT.unpack_from
+    head_size = _HEAD.size
+    size = len(data)
     pos = 0
-    while pos < len(view):
-        if len(view) - pos < _HEAD.size:
+    while pos < size:
+        if size - pos < head_size:
             raise BatchDecodeError(f"truncated batch message header at byte {pos}")
-        total, _magic, _crc, flag, body_len = _HEAD.unpack_from(view, pos)
-        if total < _HEAD.size + _SHORT.size or pos + total > len(view):
+        total, _magic, _crc, flag, body_len = unpack_head(data, pos)
+        end = pos + total
+        if total < head_size + 2 or end > size:
             raise BatchDecodeError(f"bad batch message size {total} at byte {pos}")
-        cursor = pos + _HEAD.size
-        if body_len < 0 or cursor + body_len + _SHORT.size > pos + total:
+        cursor = pos + head_size
+        if body_len < 0 or cursor + body_len + 2 > end:
             raise BatchDecodeError(f"bad batch message body length {body_len} at byte {pos}")
-        body = bytes(view[cursor:cursor + body_len])
+        body = data[cursor:cursor + body_len]
         cursor += body_len
-        (props_len,) = _SHORT.unpack_from(view, cursor)
-        cursor += _SHORT.size
-        if props_len < 0 or cursor + props_len != pos + total:
+        (props_len,) = unpack_short(data, cursor)
+        cursor += 2
+        if props_len < 0 or cursor + props_len != end:
             raise BatchDecodeError(f"bad batch message properties length {props_len} at byte {pos}")
         try:
-            properties = bytes(view[cursor:cursor + props_len]).decode("utf-8")
+            properties = data[cursor:end].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BatchDecodeError(f"batch message properties are not UTF-8: {exc}") from None
-        items.append(BatchItem(flag, body, properties))
-        pos += total
+        append(BatchItem(flag, body, properties))
+        pos = end
     if not items:
         raise BatchDecodeError("batch body holds no message")
     return items

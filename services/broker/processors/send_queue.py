@@ -10,7 +10,6 @@ queue answers "[OVERLOAD]…". Producers do not retry these, which is the point:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -18,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from orbitmq.common.aio import cancel_and_wait
 from orbitmq.remoting.codes import ResponseCode
 
 from .base import RequestError
@@ -63,11 +63,7 @@ class SendQueue:
             self._tasks.append(asyncio.create_task(self._clean_expired(), name="BrokerFastFailure"))
 
     async def shutdown(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks = []
         if self._inflight:  # appended already: let their flush waits finish before the store closes
             await asyncio.gather(*self._inflight, return_exceptions=True)
