@@ -16,6 +16,7 @@ import struct
 import zlib
 from collections.abc import Iterator, Mapping
 
+from orbitmq.common.java_hash import java_string_hash
 from orbitmq.common.message import MessageExt, properties_to_string, string_to_properties
 from orbitmq.common.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
@@ -97,15 +98,7 @@ def body_crc32(body: bytes | bytearray | memoryview) -> int:
 @functools.lru_cache(maxsize=8192)
 def tags_hash_code(tag: str) -> int:
     """Java String.hashCode of the TAGS property (signed 32-bit), the ConsumeQueue tag code."""
-    h = 0
-    for ch in tag:
-        cp = ord(ch)
-        if cp > 0xFFFF:  # Java hashes UTF-16 code units: a surrogate pair counts twice.
-            cp -= 0x10000
-            h = (31 * h + (0xD800 + (cp >> 10))) & 0xFFFFFFFF
-            cp = 0xDC00 + (cp & 0x3FF)
-        h = (31 * h + cp) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
+    return java_string_hash(tag)
 
 
 @functools.lru_cache(maxsize=4096)

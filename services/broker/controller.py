@@ -40,7 +40,7 @@ from orbitmq.broker.store.metadata.topic_config_manager import TopicConfigManage
 from orbitmq.broker.store.model import AppendMessageStatus, GetMessageStatus, MessageExtBrokerInner
 from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.constants import PERM_READ, PERM_WRITE, is_readable, is_writeable
-from orbitmq.common.filter.java_compat import java_string_hash
+from orbitmq.common.java_hash import java_string_hash
 from orbitmq.common.message import MessageConst, properties_to_string
 from orbitmq.common.message_codec import RecordError, decode_record
 from orbitmq.remoting.codes import RequestCode

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from orbitmq.client import MQClientAPI, MQClientError, TopicRouteCache
 from orbitmq.common.constants import MASTER_ID, is_readable, is_writeable
+from orbitmq.common.java_hash import java_string_hash
 from orbitmq.common.route import BrokerData, TopicRouteData
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig, TopicMessageType
@@ -52,20 +53,6 @@ class _TtlCache:
 
     def drop(self, key: str) -> None:
         self._data.pop(key, None)
-
-
-def java_string_hash(text: str) -> int:
-    """String.hashCode as a signed 32-bit int (message group -> queue selection)."""
-    h = 0
-    for ch in text:
-        code = ord(ch)
-        if code > 0xFFFF:  # surrogate pair, as Java stores it
-            code -= 0x10000
-            for unit in (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)):
-                h = (31 * h + unit) & 0xFFFFFFFF
-            continue
-        h = (31 * h + code) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def consistent_hash(input_hash: int, buckets: int) -> int:

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from orbitmq.client import MQBrokerError, MQClientError, parse_namesrv_addr
 from orbitmq.client.api import _attach_pop_ck
 from orbitmq.common import extra_info as ei
+from orbitmq.common.java_hash import java_string_hash
 from orbitmq.common.message import MessageConst, MessageExt
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proxy import converter, errors
-from orbitmq.proxy.cluster import consistent_hash, java_string_hash
+from orbitmq.proxy.cluster import consistent_hash
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.errors import ProxyError
 from orbitmq.proxy.receipt_handle import InvalidReceiptHandle, ReceiptHandle

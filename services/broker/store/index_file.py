@@ -22,6 +22,8 @@ import threading
 import time
 from datetime import datetime
 
+from orbitmq.common.java_hash import java_string_hash
+
 log = logging.getLogger(__name__)
 
 INDEX_HEADER_SIZE = 40
@@ -41,20 +43,6 @@ BEGIN_PHY_OFFSET_POS = 16
 END_PHY_OFFSET_POS = 24
 HASH_SLOT_COUNT_POS = 32
 INDEX_COUNT_POS = 36
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units, 32-bit wrap-around), as a signed int."""
-    h = 0
-    for ch in s:
-        c = ord(ch)
-        if c > 0xFFFF:  # astral character: two UTF-16 surrogates, like Java's char[]
-            c -= 0x10000
-            h = (31 * h + (0xD800 + (c >> 10))) & 0xFFFFFFFF
-            h = (31 * h + (0xDC00 + (c & 0x3FF))) & 0xFFFFFFFF
-        else:
-            h = (31 * h + c) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
 
 
 def index_key_hash(key: str) -> int:
