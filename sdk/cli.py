@@ -17,7 +17,7 @@ from orbitmq import __version__
 
 # sub-command -> (module, help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "local": ("orbitmq.local", "run a whole cluster (namesrv, broker, controller, proxy) in one process"),
+    "local": ("orbitmq.local", "run an all-in-one cluster: NameServer and proxy, the broker in a child process"),
     "namesrv": ("orbitmq.namesrv.startup", "start a NameServer (mqnamesrv)"),
     "broker": ("orbitmq.broker.startup", "start a Broker (mqbroker)"),
     "controller": ("orbitmq.controller.startup", "start a Controller (mqcontroller)"),
