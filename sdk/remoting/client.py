@@ -51,6 +51,9 @@ class RemotingClient:
         self._processors.register_default(processor)
 
     async def get_channel(self, addr: str) -> Channel:
+        pooled = self._pool.get(addr)
+        if self._per_address == 1 and pooled and pooled[0].is_active:
+            return pooled[0]  # the common case, without building the list of live channels
         live = [c for c in self._pool.get(addr, ()) if c.is_active]
         if len(live) >= self._per_address:
             return random.choice(live)
@@ -88,6 +91,11 @@ class RemotingClient:
                 self._pool.pop(addr, None)
 
     async def _acquire_slot(self, addr: str, timeout: float) -> None:  # noqa: ASYNC109
+        if not self._in_flight.locked():
+            # A free slot is taken without suspending: awaiting acquire() directly skips the
+            # Task that wait_for would create for every request.
+            await self._in_flight.acquire()
+            return
         try:
             await asyncio.wait_for(self._in_flight.acquire(), timeout)
         except TimeoutError:

@@ -263,6 +263,6 @@ class SendMessageProcessor:
             inners.append(new_inner_message(
                 topic=topic, queue_id=queue_id, body=item.body, flag=item.flag, properties=props,
                 sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
-                reconsume_times=reconsume_times, tags_filter_type=filter_type))
+                reconsume_times=reconsume_times, tags_filter_type=filter_type, copy_properties=False))
         result = await self.broker.send_queue.submit(lambda: self.broker.put_messages(inners))
         return map_put_result(result, queue_id, batch=True)

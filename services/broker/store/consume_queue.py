@@ -140,7 +140,9 @@ class ConsumeQueue:
                       self.topic, self.queue_id, expect, current)
             mf = self._append(_BLANK_ENTRY)
             current = mf.file_from_offset + mf.wrote_position
-        self._append(CQ_ENTRY.pack(offset, size, tags_code))
+        if mf.is_full():  # only after blanks filled the segment: the entry starts the next one
+            mf = mfq.get_last_mapped_file_or_create(0)
+        mf.append(CQ_ENTRY.pack(offset, size, tags_code))
         self.max_physic_offset = offset + size
         return True
 

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR
 _INDEX_FILE_NAME = re.compile(r"^\d{17}$")
 DEFAULT_MAX_MSGS_NUM_BATCH = 64  # MessageStoreConfig.maxMsgsNumBatch
+# sysflag.get_transaction_value, inlined: build_index runs once per stored record.
+_TRANSACTION_MASK = sysflag.TRANSACTION_ROLLBACK_TYPE
 
 
 @dataclass(slots=True)
@@ -112,9 +114,10 @@ class IndexService:
         """Index `topic#UNIQ_KEY` and `topic#key` for each key in KEYS (rollback records skipped)."""
         if not req.success:
             return
-        if sysflag.get_transaction_value(req.sys_flag) == sysflag.TRANSACTION_ROLLBACK_TYPE:
+        if (req.sys_flag & _TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK_TYPE:
             return
-        keys = [k for k in (req.keys or "").split(KEY_SEPARATOR) if k]
+        keys_str = req.keys
+        keys = [k for k in keys_str.split(KEY_SEPARATOR) if k] if keys_str else ()
         if req.uniq_key is None and not keys:
             return
         with self._lock:
