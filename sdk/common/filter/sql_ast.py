@@ -137,13 +137,19 @@ class Not(Node):
         return f"(NOT {self.operand})"
 
 
-class And(Node):
+class _BooleanBinary(Node):
+    """A boolean operator over two operands (AND, OR, =)."""
+
     __slots__ = ("left", "right")
     is_boolean = True
 
     def __init__(self, left: Node, right: Node) -> None:
         self.left, self.right = left, right
         self._set_depth(left, right)
+
+
+class And(_BooleanBinary):
+    __slots__ = ()
 
     def evaluate(self, props: Properties):
         lv = self.left.evaluate(props)
@@ -158,13 +164,8 @@ class And(Node):
         return f"({self.left} AND {self.right})"
 
 
-class Or(Node):
-    __slots__ = ("left", "right")
-    is_boolean = True
-
-    def __init__(self, left: Node, right: Node) -> None:
-        self.left, self.right = left, right
-        self._set_depth(left, right)
+class Or(_BooleanBinary):
+    __slots__ = ()
 
     def evaluate(self, props: Properties):
         lv = self.left.evaluate(props)
@@ -179,15 +180,10 @@ class Or(Node):
         return f"({self.left} OR {self.right})"
 
 
-class Equal(Node):
+class Equal(_BooleanBinary):
     """``=`` and ``IS NULL`` (equality with the NULL constant); ``<>`` is NOT of this."""
 
-    __slots__ = ("left", "right")
-    is_boolean = True
-
-    def __init__(self, left: Node, right: Node) -> None:
-        self.left, self.right = left, right
-        self._set_depth(left, right)
+    __slots__ = ()
 
     def evaluate(self, props: Properties):
         lv = self.left.evaluate(props)
