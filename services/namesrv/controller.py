@@ -10,9 +10,11 @@ import asyncio
 import logging
 from typing import Any
 
+from orbitmq.common import atomic_file
 from orbitmq.common.aio import cancel_and_wait, periodic
+from orbitmq.common.atomic_file import NewestSnapshotWriter
 from orbitmq.namesrv.config import NamesrvConfig
-from orbitmq.namesrv.kvconfig import KVConfigManager, SnapshotFileWriter
+from orbitmq.namesrv.kvconfig import KVConfigManager
 from orbitmq.namesrv.processor import DefaultRequestProcessor
 from orbitmq.namesrv.routeinfo import RouteInfoManager, choose_broker_addrs_to_notify
 from orbitmq.remoting.client import RemotingClient
@@ -41,7 +43,7 @@ class NamesrvController:
         self._started = False
         # UPDATE_NAMESRV_CONFIG writes run on worker threads; two quick updates must not finish
         # out of order and leave the older config on disk.
-        self._config_writer = SnapshotFileWriter()
+        self._config_writer = NewestSnapshotWriter()
 
     @property
     def port(self) -> int:
@@ -120,6 +122,6 @@ class NamesrvController:
         """Write the live config to configStorePath after UPDATE_NAMESRV_CONFIG (Configuration.persist)."""
         data = self.config.to_properties().encode("utf-8")
         try:
-            await self._config_writer.write(self.config.config_store_path, data)
+            await self._config_writer.write_async(self.config.config_store_path, atomic_file.write_file_atomically, data)
         except OSError:
             log.exception("persist namesrv config to %s failed", self.config.config_store_path)

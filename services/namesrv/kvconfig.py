@@ -8,74 +8,22 @@ and the event loop never blocks on the disk.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import os
-import tempfile
-import threading
 from pathlib import Path
 
+from orbitmq.common import atomic_file
+from orbitmq.common.atomic_file import NewestSnapshotWriter
 from orbitmq.common.route import KVTable, RouteDataError, parse_json
 
 log = logging.getLogger("orbitmq.namesrv")
-
-
-def write_file_atomically(path: str | Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that readers see either the old or the new content."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-class SnapshotFileWriter:
-    """Writes numbered snapshots of files on worker threads; the newest snapshot always wins.
-
-    Callers take the snapshot on the event loop and number it there. A request handler can be
-    cancelled (its connection closed) while its write still runs on a thread, so an asyncio
-    lock alone would let the next write overlap it and finish first; instead the writes are
-    serialised on a thread lock and a snapshot older than the one on disk is dropped.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._snapshot_seq = 0
-        self._written_seq: dict[str, int] = {}
-
-    async def write(self, path: str, data: bytes) -> None:
-        self._snapshot_seq += 1
-        await asyncio.to_thread(self._write, self._snapshot_seq, path, data)
-
-    def _write(self, seq: int, path: str, data: bytes) -> None:
-        with self._lock:
-            if seq <= self._written_seq.get(path, 0):
-                return
-            write_file_atomically(path, data)
-            self._written_seq[path] = seq
 
 
 class KVConfigManager:
     def __init__(self, kv_config_path: str) -> None:
         self.kv_config_path = kv_config_path
         self.config_table: dict[str, dict[str, str]] = {}
-        self._writer = SnapshotFileWriter()
+        self._writer = NewestSnapshotWriter()
 
     def load(self) -> None:
         """Read the file if it exists; a corrupt file is an error, not silently an empty table."""
@@ -127,7 +75,7 @@ class KVConfigManager:
         """Write the current table off the loop; of concurrent calls the newest table wins."""
         data = self.encode()
         try:
-            await self._writer.write(self.kv_config_path, data)
+            await self._writer.write_async(self.kv_config_path, atomic_file.write_file_atomically, data)
         except OSError:
             log.exception("persist kvconfig Exception, %s", self.kv_config_path)
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from orbitmq.namesrv import kvconfig as kvconfig_module
+from orbitmq.common import atomic_file
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.controller import NamesrvController
 
@@ -16,7 +16,7 @@ async def test_a_slow_older_write_never_overwrites_a_newer_config(tmp_path, monk
     controller = NamesrvController(config)
     first_writing = threading.Event()
     release_first = threading.Event()
-    real_write = kvconfig_module.write_file_atomically
+    real_write = atomic_file.write_file_atomically
     calls = 0
 
     def slow_first_write(target: str, data: bytes) -> None:
@@ -27,7 +27,7 @@ async def test_a_slow_older_write_never_overwrites_a_newer_config(tmp_path, monk
             release_first.wait(5)
         real_write(target, data)
 
-    monkeypatch.setattr(kvconfig_module, "write_file_atomically", slow_first_write)
+    monkeypatch.setattr(atomic_file, "write_file_atomically", slow_first_write)
     config.scan_not_active_broker_interval = 1111
     older = asyncio.create_task(controller.persist_config())
     await asyncio.to_thread(first_writing.wait, 5)
@@ -47,7 +47,7 @@ async def test_kv_config_write_of_a_cancelled_request_cannot_overwrite_a_newer_t
     manager = KVConfigManager(str(path))
     first_writing = threading.Event()
     release_first = threading.Event()
-    real_write = kvconfig_module.write_file_atomically
+    real_write = atomic_file.write_file_atomically
     calls = 0
 
     def slow_first_write(target: str, data: bytes) -> None:
@@ -58,7 +58,7 @@ async def test_kv_config_write_of_a_cancelled_request_cannot_overwrite_a_newer_t
             release_first.wait(5)
         real_write(target, data)
 
-    monkeypatch.setattr(kvconfig_module, "write_file_atomically", slow_first_write)
+    monkeypatch.setattr(atomic_file, "write_file_atomically", slow_first_write)
     manager.put_kv_config("NS", "k", "old")
     handler = asyncio.create_task(manager.persist())
     await asyncio.to_thread(first_writing.wait, 5)

@@ -20,6 +20,7 @@ from typing import Any
 
 from orbitmq.broker.store.metadata.json_file import load_json_with_backup, write_json_atomic
 from orbitmq.common import extra_info
+from orbitmq.common.atomic_file import NewestSnapshotWriter
 
 from .constants import SPLIT
 
@@ -93,9 +94,7 @@ class ConsumerOrderInfoManager:
         self.table: dict[str, dict[int, OrderInfo]] = {}
         self._dirty = False
         self._lock = threading.Lock()  # guards the table against the loader thread
-        self._write_lock = threading.Lock()  # serialises file writes (they share one .tmp name)
-        self._snapshot_seq = 0
-        self._written_seq = 0
+        self._writer = NewestSnapshotWriter()
 
     # ---- queries used by pop / notification ------------------------------------------------
     def get(self, topic: str, group: str, queue_id: int) -> OrderInfo | None:
@@ -185,15 +184,11 @@ class ConsumerOrderInfoManager:
         if not (self._dirty or force):
             return None
         self._dirty = False
-        self._snapshot_seq += 1
-        return self._snapshot_seq, self.encode()
+        return self._writer.number(), self.encode()
 
     def _write(self, seq: int, obj: dict[str, Any]) -> None:
-        with self._write_lock:
-            if seq <= self._written_seq:
-                return  # a newer snapshot is on disk already: never go back in time
-            write_json_atomic(self.path, obj)
-            self._written_seq = seq
+        # Looked up at call time so tests can slow the write down.
+        self._writer.write(seq, self.path, write_json_atomic, obj)
 
     def persist(self, force: bool = False) -> None:
         """Writes the table when it changed; blocks on fsync (tests, worker threads)."""

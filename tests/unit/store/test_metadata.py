@@ -86,8 +86,11 @@ def test_atomic_write_keeps_bak_and_leaves_no_temp(tmp_path, monkeypatch):
     assert _read(path) == {"v": 2}
     assert _read(path + ".bak") == {"v": 1}
     assert sorted(os.listdir(tmp_path / "config")) == ["x.json", "x.json.bak"]
-    # The main file is only ever replaced by rename of a complete temp file.
-    assert (path + ".tmp", path) in replaced
+    # The main file is only ever replaced by rename of a complete temp file beside it.
+    into_main = [os.fspath(src) for src, dst in replaced if os.fspath(dst) == path]
+    assert len(into_main) == 2
+    assert all(os.path.dirname(src) == os.path.dirname(path) and os.path.basename(src).startswith("x.json.")
+               and src.endswith(".tmp") for src in into_main)
 
 
 def test_interrupted_write_leaves_previous_version(tmp_path, monkeypatch):

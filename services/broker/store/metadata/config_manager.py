@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from orbitmq.broker.store.metadata.json_file import load_json_with_backup, write_json_atomic
+from orbitmq.common.atomic_file import NewestSnapshotWriter
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,7 @@ class JsonConfigManager(ABC):
         self.config_dir = config_dir
         self.path = os.path.join(config_dir, self.file_name)
         self._lock = threading.RLock()  # guards the in-memory tables
-        self._write_lock = threading.Lock()  # serialises file writes
-        self._snapshot_seq = 0
-        self._written_seq = 0
+        self._writer = NewestSnapshotWriter()
 
     # ---- subclass hooks ------------------------------------------------------------------
     @abstractmethod
@@ -64,15 +63,10 @@ class JsonConfigManager(ABC):
 
     def _snapshot(self) -> tuple[int, dict[str, Any]]:
         with self._lock:
-            self._snapshot_seq += 1
-            return self._snapshot_seq, self.encode()
+            return self._writer.number(), self.encode()
 
     def _write(self, seq: int, obj: dict[str, Any]) -> None:
-        with self._write_lock:
-            if seq <= self._written_seq:
-                return  # a newer snapshot is already on disk
-            write_json_atomic(self.path, obj)
-            self._written_seq = seq
+        self._writer.write(seq, self.path, write_json_atomic, obj)
 
     def persist(self) -> None:
         """Write synchronously (shutdown, tests, worker threads). Blocks on fsync."""

@@ -11,52 +11,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 from typing import Any
+
+from orbitmq.common.atomic_file import BAK_SUFFIX, write_file_atomically
 
 log = logging.getLogger(__name__)
 
-BAK_SUFFIX = ".bak"
-TMP_SUFFIX = ".tmp"
-
-
-def fsync_directory(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_synced(path: str, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def write_text_atomic(path: str, text: str) -> None:
     """Replace `path` with `text` atomically, keeping the previous content as `path`.bak."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = path + TMP_SUFFIX
-    _write_synced(tmp, text.encode("utf-8"))
-    if os.path.exists(path):
-        bak_tmp = path + BAK_SUFFIX + TMP_SUFFIX
-        try:
-            os.unlink(bak_tmp)
-        except FileNotFoundError:
-            pass
-        try:
-            # A hard link is a zero-copy, already-durable snapshot of the old inode.
-            os.link(path, bak_tmp)
-        except OSError:
-            shutil.copyfile(path, bak_tmp)
-            with open(bak_tmp, "rb") as f:
-                os.fsync(f.fileno())
-        os.replace(bak_tmp, path + BAK_SUFFIX)
-    os.replace(tmp, path)
-    fsync_directory(directory)
+    write_file_atomically(path, text.encode("utf-8"), keep_backup=True)
 
 
 def write_json_atomic(path: str, obj: Any) -> None:
