@@ -388,8 +388,7 @@ class BrokerController:
         self.stats.forget_topics(topics)
 
     def store_runtime_info(self) -> dict[str, Any]:
-        info = getattr(self.message_store, "runtime_info", None)
-        return dict(info()) if callable(info) else {}
+        return self.message_store.runtime_info()
 
     def record_pulled(self, group: str, count: int, topic: str | None = None) -> None:
         """Messages handed out to a consumer (pull, POP): consumeTps and msgGetTotal* stats."""
@@ -413,8 +412,7 @@ class BrokerController:
         return int(self.message_store.get_max_offset_in_queue(topic, queue_id))
 
     def _is_os_page_cache_busy(self) -> bool:
-        probe = getattr(self.message_store, "is_os_page_cache_busy", None)
-        return bool(probe()) if probe is not None else False
+        return self.message_store.is_os_page_cache_busy()
 
     # ---- clients ----------------------------------------------------------------------------
 

@@ -231,9 +231,7 @@ class AdminBrokerProcessor:
         cfg = self.broker.config
         table: dict[str, str] = {str(k): str(v) for k, v in self.broker.store_runtime_info().items()}
         table.update(self.broker.stats.runtime_info())
-        pop_service = getattr(self.broker, "pop_service", None)
-        if pop_service is not None:
-            table["popRequestHoldCount"] = str(pop_service.long_polling.parked_count())
+        table["popRequestHoldCount"] = str(self.broker.pop_service.long_polling.parked_count())
         table.update({
             "brokerVersionDesc": f"OrbitMQ {__version__}",
             "brokerVersion": str(getattr(request, "version", 0)),

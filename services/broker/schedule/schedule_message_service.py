@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orbitmq.broker.store.config import SLAVE
 from orbitmq.broker.store.consume_queue import is_blank_entry
 from orbitmq.broker.store.model import MessageExtBrokerInner
 from orbitmq.common.aio import cancel_and_wait, periodic
@@ -23,7 +24,7 @@ from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
 from orbitmq.common.message import MessageConst
 from orbitmq.common.message_codec import RecordError, decode_record
 
-from .delay_levels import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevelTable, delay_level_to_queue_id
+from .delay_levels import DelayLevelTable, delay_level_to_queue_id
 from .delay_offset import DelayOffsetManager
 from .redirect import DelayRedirect
 
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 FIRST_DELAY_TIME = 1.0  # seconds before each level's first scan
 DELAY_FOR_A_WHILE = 0.1  # re-scan after a pass that found nothing due / no queue yet
 DELAY_FOR_A_PERIOD = 10.0  # retry after a failed re-put
-DEFAULT_FLUSH_DELAY_OFFSET_INTERVAL = 10_000
 SCAN_BATCH = 32
 
 
@@ -55,9 +55,8 @@ class ScheduleMessageService:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         store_config = broker.store_config
-        self.levels = DelayLevelTable(getattr(store_config, "message_delay_level", DEFAULT_MESSAGE_DELAY_LEVEL))
-        self.flush_interval_ms = int(getattr(store_config, "flush_delay_offset_interval",
-                                             DEFAULT_FLUSH_DELAY_OFFSET_INTERVAL))
+        self.levels = DelayLevelTable(store_config.message_delay_level)
+        self.flush_interval_ms = store_config.flush_delay_offset_interval
         self.offsets = DelayOffsetManager(store_config.config_dir)
         self.redirect = DelayRedirect(self.levels, _now_ms)
         self._store: Any = None
@@ -80,7 +79,7 @@ class ScheduleMessageService:
         self.attach(store)
         if not await asyncio.to_thread(self.offsets.load):
             raise RuntimeError(f"cannot load {self.offsets.path}")
-        if str(getattr(self.broker.store_config, "broker_role", "")) == "SLAVE":
+        if self.broker.store_config.broker_role == SLAVE:
             return  # only a master delivers; a slave just replicates the schedule queues
         self._started = True
         self._tasks = [asyncio.create_task(self._deliver_loop(level), name=f"ScheduleMessageTimerTask-{level}")
