@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 
 from orbitmq.broker.pop import order_info as order_info_module
 from orbitmq.broker.pop.order_info import FILE_NAME, ConsumerOrderInfoManager
+from tests.support.slow_write import SlowFirstCall
 
 
 def _exists(tmp_path) -> bool:
@@ -38,27 +38,15 @@ async def test_persist_async_writes_only_when_changed_or_forced(tmp_path) -> Non
 async def test_an_older_snapshot_finishing_late_never_overwrites_a_newer_one(tmp_path, monkeypatch) -> None:
     """A periodic write cancelled at shutdown keeps running on its thread; the final write wins."""
     manager = ConsumerOrderInfoManager(str(tmp_path))
-    first_writing = threading.Event()
-    release_first = threading.Event()
-    real_write = order_info_module.write_json_atomic
-    calls = 0
-
-    def slow_first_write(path: str, obj: object) -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            first_writing.set()
-            release_first.wait(5)
-        real_write(path, obj)
-
-    monkeypatch.setattr(order_info_module, "write_json_atomic", slow_first_write)
+    slow = SlowFirstCall(order_info_module.write_json_atomic)
+    monkeypatch.setattr(order_info_module, "write_json_atomic", slow)
     manager.update(None, "OLD", "G", 0, pop_time=1, invisible_time=10, offsets=[1])
     old_write = asyncio.create_task(manager.persist_async())
-    await asyncio.to_thread(first_writing.wait, 5)
+    await asyncio.to_thread(slow.started.wait, 5)
     manager.update(None, "NEW", "G", 0, pop_time=2, invisible_time=10, offsets=[2])
     new_write = asyncio.create_task(manager.persist_async(force=True))
     await asyncio.sleep(0.05)  # the newer write is queued behind the older one's write lock
-    release_first.set()
+    slow.release.set()
     await asyncio.gather(old_write, new_write)
     assert set(_on_disk(tmp_path)) == {"OLD@G", "NEW@G"}
 
