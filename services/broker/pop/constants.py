@@ -7,7 +7,7 @@ in orbitmq.common.extra_info.
 
 from __future__ import annotations
 
-from orbitmq.common.constants import CID_RMQ_SYS_PREFIX, DLQ_GROUP_TOPIC_PREFIX
+from orbitmq.common.constants import CID_RMQ_SYS_PREFIX
 
 ACK_TIME_INTERVAL_MS = 1000
 SECOND_MS = 1000
@@ -24,10 +24,6 @@ MAX_POP_MSG_NUMS = 32
 # ConsumeInitMode
 INIT_MODE_MAX = 0
 INIT_MODE_MIN = 1
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def build_lock_key(topic: str, group: str, queue_id: int) -> str:

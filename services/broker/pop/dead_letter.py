@@ -13,11 +13,11 @@ from typing import Any
 
 from orbitmq.broker.processors import topic_support
 from orbitmq.broker.store.model import MessageExtBrokerInner
-from orbitmq.common.constants import PERM_READ, PERM_WRITE, is_retry_topic
+from orbitmq.common.constants import PERM_READ, PERM_WRITE, dlq_topic, is_retry_topic
 from orbitmq.common.extra_info import build_pop_retry_topic, parse_normal_topic
 from orbitmq.common.message import MessageConst, MessageExt, properties_to_string
 
-from .constants import RETRY_QUEUE_NUM, dlq_topic
+from .constants import RETRY_QUEUE_NUM
 
 log = logging.getLogger(__name__)
 
