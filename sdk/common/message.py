@@ -182,6 +182,20 @@ def string_to_properties(s: str | None) -> dict[str, str]:
     return result
 
 
+def parse_properties_exact(s: str | None) -> tuple[dict[str, str], bool]:
+    """(string_to_properties(s), whether properties_to_string of that dict gives ``s`` back).
+
+    The second value lets the broker store a properties string exactly as it arrived instead
+    of re-encoding it (RocketMQ copies the bytes), while the bytes written stay exactly those
+    properties_to_string would produce. ``s`` is canonical when it ends with the separator and
+    every entry became a distinct, non-empty name (none skipped, none overwritten).
+    """
+    props = string_to_properties(s)
+    if not s:
+        return props, True
+    return props, s[-1] == PROPERTY_SEPARATOR and len(props) == s.count(PROPERTY_SEPARATOR)
+
+
 def properties_to_bytes(props: Mapping[str, str]) -> bytes:
     """UTF-8 form of :func:`properties_to_string`, as written into a CommitLog record."""
     return properties_to_string(props).encode("utf-8")

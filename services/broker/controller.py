@@ -43,7 +43,7 @@ from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.constants import PERM_READ, PERM_WRITE, is_readable, is_writeable
 from orbitmq.common.java_hash import java_string_hash
 from orbitmq.common.message import MessageConst, properties_to_string
-from orbitmq.common.message_codec import RecordError, decode_record
+from orbitmq.common.message_codec import RecordError, decode_record, tags_hash_code
 from orbitmq.remoting.codes import RequestCode
 from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.server import RemotingServer
@@ -51,6 +51,7 @@ from orbitmq.remoting.server import RemotingServer
 log = logging.getLogger(__name__)
 
 _APPEND_PUT_OK = AppendMessageStatus.PUT_OK
+_TAGS = MessageConst.TAGS
 _GET_FOUND = GetMessageStatus.FOUND
 
 # A pull without maxMsgBytes is bounded by the store's own hot/cold transfer caps only.
@@ -292,16 +293,57 @@ class BrokerController:
     def new_inner_message(self, *, topic: str, queue_id: int, body: bytes, flag: int, properties: dict[str, str],
                           sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int,
                           tags_filter_type: str = "SINGLE_TAG",
-                          copy_properties: bool = True) -> MessageExtBrokerInner:
+                          copy_properties: bool = True,
+                          properties_string: str | None = None) -> MessageExtBrokerInner:
         """``copy_properties=False`` hands ``properties`` over as is: for callers that built the
-        dict for this message alone (a batch item), saving one copy per message."""
+        dict for this message alone (a batch item), saving one copy per message.
+
+        ``properties_string``: the string ``properties`` was parsed from, when it is exactly what
+        properties_to_string(properties) gives (parse_properties_exact says so). It is stored as
+        is, and the parse goes to dispatch with the message (parsed_properties), so the store
+        neither re-encodes nor re-parses it; the caller does not change ``properties`` afterwards.
+        """
+        if properties_string is None:
+            props_s = properties_to_string(properties) if properties else ""
+            parsed = None
+            own = dict(properties) if copy_properties else properties
+        elif copy_properties:
+            # One copy either way: the message gets its own dict, dispatch keeps the parse.
+            props_s, own = properties_string, dict(properties)
+            parsed = (properties_string, properties)
+        else:
+            props_s, own = properties_string, properties
+            parsed = (properties_string, dict(properties))
+        tags = properties.get(MessageConst.TAGS)
+        # Positional, in the dataclass's field order (half the cost of keywords, per message):
+        # topic, queue_id, body, flag, properties, properties_string, tags_code, born_timestamp,
+        # born_host, store_host, reconsume_times, sys_flag, prepared_transaction_offset,
+        # store_timestamp, body_crc, parsed_properties.
         return MessageExtBrokerInner(
-            topic=topic, queue_id=queue_id, body=body, flag=flag,
-            properties=dict(properties) if copy_properties else properties,
-            properties_string=properties_to_string(properties) if properties else "",
-            tags_code=tags_string_to_tags_code(tags_filter_type, properties.get(MessageConst.TAGS)),
-            born_timestamp=born_timestamp, born_host=_parse_born_host(born_host), reconsume_times=reconsume_times,
-            sys_flag=sys_flag)
+            topic, queue_id, body, flag, own, props_s, tags_hash_code(tags) if tags else 0, born_timestamp,
+            _parse_born_host(born_host), None, reconsume_times, sys_flag, 0, 0, 0, parsed)
+
+    def new_batch_inner_messages(self, *, topic: str, queue_id: int, sys_flag: int, born_timestamp: int,
+                                 born_host: str, reconsume_times: int,
+                                 items: list[tuple[int, bytes, dict[str, str], str | None]]
+                                 ) -> list[MessageExtBrokerInner]:
+        """new_inner_message(copy_properties=False) for every (flag, body, properties,
+        properties_string) of one batch, with what the batch's messages share computed once."""
+        host = _parse_born_host(born_host)
+        inner = MessageExtBrokerInner
+        out = []
+        append = out.append
+        for flag, body, properties, props_s in items:
+            if props_s is None:
+                props_s = properties_to_string(properties) if properties else ""
+                parsed = None
+            else:
+                parsed = (props_s, dict(properties))
+            tags = properties.get(_TAGS)
+            # Positional, in field order, as in new_inner_message.
+            append(inner(topic, queue_id, body, flag, properties, props_s, tags_hash_code(tags) if tags else 0,
+                         born_timestamp, host, None, reconsume_times, sys_flag, 0, 0, 0, parsed))
+        return out
 
     # Every put and get is counted here, where all processors (send, send-back, DLQ, revive,
     # schedule delivery, pull, POP) meet, instead of in each of them. The topic is read after

@@ -22,7 +22,7 @@ from orbitmq.common.constants import (
     dlq_topic,
     is_writeable,
 )
-from orbitmq.common.message import MessageConst, string_to_properties
+from orbitmq.common.message import MessageConst, parse_properties_exact
 from orbitmq.common.sysflag import MULTI_TAGS_FLAG, TRANSACTION_PREPARED_TYPE, get_transaction_value
 from orbitmq.common.topic_config import MULTI_TAG
 from orbitmq.remoting.codes import RequestCode, ResponseCode
@@ -203,10 +203,11 @@ class SendMessageProcessor:
         body = bytes(request.body or b"")
         self._check_body_and_properties(body, header.properties)
         queue_id = self._pick_queue(header, topic_config)
-        props = string_to_properties(header.properties)
+        props, exact = parse_properties_exact(header.properties)
         topic, dlq_queue = self._handle_retry_and_dlq(header, props)
         if dlq_queue is not None:
             queue_id = dlq_queue
+            exact = False  # DELAY may have been dropped: encode the dict
         self._check_transaction(props)
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == MULTI_TAG:
@@ -215,7 +216,8 @@ class SendMessageProcessor:
             topic=topic, queue_id=queue_id, body=body, flag=header.flag, properties=props,
             sys_flag=sys_flag, born_timestamp=header.born_timestamp,
             born_host=self.broker.remote_addr(channel), reconsume_times=header.reconsume_times,
-            tags_filter_type=topic_config.topic_filter_type)
+            tags_filter_type=topic_config.topic_filter_type,
+            properties_string=header.properties if exact and props else None)
         result = await self.broker.send_queue.submit(lambda: self.broker.put_message(inner))
         return map_put_result(result, queue_id, batch=False)
 
@@ -243,26 +245,31 @@ class SendMessageProcessor:
             sys_flag |= MULTI_TAGS_FLAG
         born_host = self.broker.remote_addr(channel)
         # Per message, the same checks in the same order as for a single send; what does not
-        # depend on the message is looked up once per batch.
-        check_body_and_properties = self._check_body_and_properties
+        # depend on the message is looked up once per batch. The properties size check cannot
+        # fail here: decode_batch read each length from a non-negative 2-byte field, so it is
+        # at most PROPERTIES_MAX_LENGTH bytes, and the string is not encoded again to count it.
         check_transaction = self._check_transaction
         transactional = get_transaction_value(sys_flag) == TRANSACTION_PREPARED_TYPE
-        new_inner_message = self.broker.new_inner_message
-        topic, born_timestamp = header.topic, header.born_timestamp
-        reconsume_times, filter_type = header.reconsume_times, topic_config.topic_filter_type
-        inners = []
+        accepted = []
+        append = accepted.append
         for item in items:
-            check_body_and_properties(item.body, item.properties)
-            props = string_to_properties(item.properties)
+            item_body, properties = item.body, item.properties
+            if len(item_body) > max_size:
+                raise RequestError(ResponseCode.MESSAGE_ILLEGAL,
+                                   f"the message body size {len(item_body)} is over the limit {max_size}")
+            # Parsed once: the dict for the checks and dispatch; a canonical string is stored
+            # as it came, as RocketMQ's encodeBatch copies the properties bytes.
+            props, exact = parse_properties_exact(properties)
             check_transaction(props)
             if transactional:
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support transaction")
             if props.get(_DELAY_LEVEL, "0") not in ("", "0"):
                 # The delay redirect rewrites one message at a time; upstream refuses delayed batches.
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay message")
-            inners.append(new_inner_message(
-                topic=topic, queue_id=queue_id, body=item.body, flag=item.flag, properties=props,
-                sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
-                reconsume_times=reconsume_times, tags_filter_type=filter_type, copy_properties=False))
+            append((item.flag, item_body, props, properties if exact and props else None))
+        # Built once every message passed its checks (nothing is observable in between).
+        inners = self.broker.new_batch_inner_messages(
+            topic=header.topic, queue_id=queue_id, sys_flag=sys_flag, born_timestamp=header.born_timestamp,
+            born_host=born_host, reconsume_times=header.reconsume_times, items=accepted)
         result = await self.broker.send_queue.submit(lambda: self.broker.put_messages(inners))
         return map_put_result(result, queue_id, batch=True)

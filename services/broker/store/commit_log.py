@@ -14,6 +14,7 @@ import struct
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable
 
 from orbitmq.broker.store.allocate import AllocateMappedFileService
@@ -66,6 +67,13 @@ _HEADER_STRUCTS = ((header_struct(False, False), header_struct(False, True)),
 _SHORT = struct.Struct(">H")
 # Room a record may take beyond maxMessageSize for everything outside the body (RocketMQ 5).
 RECORD_HEADROOM = 64 * 1024
+# Most DispatchRequests waiting in the hand-off to the reput service (~1 KiB each with their
+# properties). Past it appends stop handing off and reput decodes those records from the log.
+HANDOFF_MAX = 16384
+_TAGS = MessageConst.TAGS
+_KEYS = MessageConst.KEYS
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_DELAY = MessageConst.DELAY_TIME_LEVEL
 
 
 def _dispatch_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
@@ -156,6 +164,11 @@ class CommitLog:
         self._topic_fields: dict[str, bytes] = {}
         self._born_hosts: dict[tuple[str, int], tuple] = {}
         self._topic_names: dict[bytes, str] = {}
+        # Appends put here the DispatchRequest of every record they write, in log order: what
+        # check_message_and_return_size would decode from it, built from what the append knew.
+        # The reput service installs the deque and uses an entry only when its offset is the
+        # next one to dispatch; None (no reput service) hands nothing off.
+        self.handoff: deque[DispatchRequest] | None = None
         self.put_message_times_total = 0
         self.put_message_size_total = 0
 
@@ -189,7 +202,8 @@ class CommitLog:
         topic_b = msg.topic.encode("utf-8")
         if len(topic_b) > MAX_TOPIC_LENGTH or not topic_b or not _fields_fit(msg):
             return PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.UNKNOWN_ERROR
-        props_b = msg.encoded_properties().encode("utf-8")
+        props_s = msg.encoded_properties()
+        props_b = props_s.encode("utf-8")
         if len(props_b) > MAX_PROPERTIES_LENGTH:
             return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
         try:
@@ -214,9 +228,56 @@ class CommitLog:
         tran = flag & _TRAN_MASK
         key = None if tran == _TRAN_PREPARED or tran == _TRAN_ROLLBACK else (msg.topic, msg.queue_id)
         return (
-            header_struct(born_v6, store_v6), total, crc, msg.queue_id, msg.flag, flag, msg.born_timestamp,
+            _HEADER_STRUCTS[born_v6][store_v6], total, crc, msg.queue_id, msg.flag, flag, msg.born_timestamp,
             born_addr, msg.born_host[1], store_addr, store_port, msg.reconsume_times,
-            msg.prepared_transaction_offset, body, tail, key, msg,
+            msg.prepared_transaction_offset, body, tail, key, msg, props_s,
+        )
+
+    def _prepare_own(self, msg: MessageExtBrokerInner) -> tuple | None:
+        """_prepare for a record of this store's own host, from the per-topic and per-born-host
+        caches put_message uses; None for anything unusual (a new or bad topic or host, a field
+        or size out of range), which _prepare then handles and reports exactly."""
+        topic = msg.topic
+        try:
+            topic_field = self._topic_fields.get(topic)
+            born = self._born_hosts.get(msg.born_host)
+        except TypeError:  # an unhashable topic or host
+            return None
+        if topic_field is None:
+            if not isinstance(topic, str):
+                return None
+            topic_b = topic.encode("utf-8")
+            if len(topic_b) > MAX_TOPIC_LENGTH or not topic_b:
+                return None
+            topic_field = bytes((len(topic_b),)) + topic_b
+            if len(self._topic_fields) < 100_000:
+                self._topic_fields[topic] = topic_field
+        if born is None:
+            born = self._born_entry(msg.born_host)
+            if born is None:
+                return None
+        if not _fields_fit(msg):
+            return None
+        props_s = msg.encoded_properties()
+        props_b = props_s.encode("utf-8")
+        body = msg.body
+        born_addr, born_port, host_bits, hs, fixed = born
+        lp = len(props_b)
+        lb = len(body)
+        total = fixed + lb + len(topic_field) + lp
+        if (lp > MAX_PROPERTIES_LENGTH or lb > self.max_body_size or total > self.max_message_size
+                or total + END_FILE_MIN_BLANK_LENGTH > self.file_size):
+            return None
+        crc = _crc32(body) & 0x7FFFFFFF
+        msg.body_crc = crc
+        sflag = (msg.sys_flag & ~_V6_BITS) | host_bits
+        tran = sflag & _TRAN_MASK
+        queue_id = msg.queue_id
+        key = None if tran == _TRAN_PREPARED or tran == _TRAN_ROLLBACK else (topic, queue_id)
+        return (
+            hs, total, crc, queue_id, msg.flag, sflag, msg.born_timestamp, born_addr, born_port, self.store_addr,
+            self.store_port, msg.reconsume_times, msg.prepared_transaction_offset, body,
+            topic_field + _SHORT.pack(lp) + props_b, key, msg, props_s,
         )
 
     def _born_entry(self, born_host) -> tuple | None:
@@ -284,7 +345,7 @@ class CommitLog:
         mf = files[-1] if files else None
         if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return self._append_rolling(msg, hs, total, crc, queue_id, sflag, born_addr, born_port, body,
-                                        topic_field + _SHORT.pack(lp) + props_b)
+                                        topic_field + _SHORT.pack(lp) + props_b, props_s)
         now = time.time_ns() // 1_000_000
         if now < self._last_store_timestamp:
             now = self._last_store_timestamp  # never let store time go backwards in log order
@@ -313,17 +374,22 @@ class CommitLog:
         mf.wrote_position = pos + total
         mf.store_timestamp = now
         msg.store_timestamp = now
+        handoff = self.handoff
+        if handoff is not None and len(handoff) < HANDOFF_MAX:
+            handoff.append(self._dispatch_request(msg, props_s, topic, queue_id, phy, total, now, qoff, sflag))
         self.put_message_times_total += 1
         self.put_message_size_total += total
         return put_ok_result(phy, total, now, qoff, self._store_id_prefix)
 
     def _append_rolling(self, msg: MessageExtBrokerInner, hs: struct.Struct, total: int, crc: int, queue_id: int,
-                        sflag: int, born_addr: bytes, born_port: int, body, tail: bytes) -> PutMessageResult:
+                        sflag: int, born_addr: bytes, born_port: int, body, tail: bytes,
+                        props_s: str) -> PutMessageResult:
         """put_message when no segment is open or the record does not fit the current one."""
         tran = sflag & _TRAN_MASK
         item = (hs, total, crc, queue_id, msg.flag, sflag, msg.born_timestamp, born_addr, born_port,
                 self.store_addr, self.store_port, msg.reconsume_times, msg.prepared_transaction_offset,
-                body, tail, None if tran == _TRAN_PREPARED or tran == _TRAN_ROLLBACK else (msg.topic, queue_id), msg)
+                body, tail, None if tran == _TRAN_PREPARED or tran == _TRAN_ROLLBACK else (msg.topic, queue_id), msg,
+                props_s)
         with self.put_message_lock:
             try:
                 return self._append_locked([item])
@@ -334,16 +400,20 @@ class CommitLog:
         """Append all records or none, in one lock; a batch may span segments."""
         items = []
         store_addr, store_v6, store_port = self.store_addr, self.store_v6, self.store_port
+        own_host = self.store_host
         for msg in msgs:
-            if msg.store_host is not None and msg.store_host != self.store_host:
+            store_host = msg.store_host
+            if store_host is None or store_host == own_host:
+                item = self._prepare_own(msg)
+                if item is None:
+                    item = self._prepare(msg, store_addr, store_v6, store_port)
+            else:
                 try:
-                    addr, v6 = host_to_bytes(*msg.store_host)
+                    addr, v6 = host_to_bytes(*store_host)
                 except (ValueError, TypeError):
                     return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                             AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
-                item = self._prepare(msg, addr, v6, msg.store_host[1])
-            else:
-                item = self._prepare(msg, store_addr, store_v6, store_port)
+                item = self._prepare(msg, addr, v6, store_host[1])
             if len(item) == 2:
                 return PutMessageResult(item[0], AppendMessageResult(item[1]))
             items.append(item)
@@ -403,10 +473,16 @@ class CommitLog:
         base = mf.file_from_offset
         wrote_bytes = 0
         prefix = self._store_id_prefix
+        own_addr = self.store_addr
         pack_long = LONG.pack
+        handoff = self.handoff
+        if handoff is not None and len(handoff) + len(items) > HANDOFF_MAX:
+            handoff = None
+        requests: list[DispatchRequest] = []
+        dispatch_request = self._dispatch_request
         for item in items:
             (hs, total, crc, queue_id, flag, sflag, born_ts, born_addr, born_port, store_addr, store_port,
-             reconsume, prepared, body, tail, key, msg) = item
+             reconsume, prepared, body, tail, key, msg, props_s) = item
             if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
                 if parts:
                     mf.mm[mf_start:pos] = b"".join(parts)
@@ -433,15 +509,19 @@ class CommitLog:
             if first_offset < 0:
                 first_offset = phy
                 first_logic = qoff
-            ids.append(prefix + pack_long(phy).hex().upper() if store_addr is self.store_addr
+            ids.append(f"{prefix}{phy:016X}" if store_addr is own_addr
                        else (store_addr + INT.pack(store_port) + pack_long(phy)).hex().upper())
             offsets.append((phy, qoff))
+            if handoff is not None:
+                requests.append(dispatch_request(msg, props_s, msg.topic, queue_id, phy, total, now, qoff, sflag))
             pos += total
             wrote_bytes += total
         if parts:
             mf.mm[mf_start:pos] = parts[0] if len(parts) == 1 else b"".join(parts)
         mf.wrote_position = pos
         mf.store_timestamp = now
+        if handoff is not None:
+            handoff.extend(requests)
         self.put_message_times_total += len(items)
         self.put_message_size_total += wrote_bytes
         result = AppendMessageResult(
@@ -449,6 +529,25 @@ class CommitLog:
             now, first_logic, len(items), offsets,
         )
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    def _dispatch_request(self, msg: MessageExtBrokerInner, props_s: str, topic: str, queue_id: int, phy: int,
+                          total: int, store_ts: int, qoff: int, sflag: int) -> DispatchRequest:
+        """What check_message_and_return_size decodes from the record just written (same fields,
+        same tag code), from the values the append wrote into it; ``props_s`` is the stored
+        properties string."""
+        parsed = msg.parsed_properties
+        if parsed is not None and parsed[0] is props_s:
+            props = parsed[1]
+        else:
+            props = _parse_properties(props_s) if props_s else {}
+        tags = props.get(_TAGS)
+        tags_code = tags_hash_code(tags) if tags else 0
+        if topic == RMQ_SYS_SCHEDULE_TOPIC and self.delivery_time_of is not None:
+            level = props.get(_DELAY)
+            if level and level.isdigit() and int(level) > 0:
+                tags_code = self.delivery_time_of(int(level), store_ts)
+        return DispatchRequest(topic, queue_id, phy, total, tags_code, store_ts, qoff, props.get(_KEYS, ""),
+                               props.get(_UNIQ_KEY), sflag, msg.prepared_transaction_offset, props)
 
     def _next_file(self, cur: MappedFile, created: list[MappedFile]) -> MappedFile:
         """The segment after ``cur``, creating it when it does not exist yet."""
@@ -619,6 +718,8 @@ class CommitLog:
         return ts <= limit
 
     def _set_end(self, end: int) -> None:
+        if self.handoff is not None:
+            self.handoff.clear()  # nothing handed off may outlive the data it describes
         mfq = self.mapped_file_queue
         mfq.truncate_dirty_files(end)
         mfq.flushed_where = mfq.committed_where = end

@@ -123,6 +123,17 @@ class ConsumeQueue:
         if offset + size <= self.max_physic_offset:
             return True
         mfq = self.mapped_file_queue
+        files = mfq.mapped_files
+        if files:
+            # The common case: the entry goes right after the last one, inside the open segment
+            # (not at its start, where the first-segment blank fill may apply).
+            mf = files[-1]
+            pos = mf.wrote_position
+            if 0 < pos <= self.mapped_file_size - CQ_STORE_UNIT_SIZE and \
+                    mf.file_from_offset + pos == cq_offset * CQ_STORE_UNIT_SIZE:
+                mf.append(CQ_ENTRY.pack(offset, size, tags_code))
+                self.max_physic_offset = offset + size
+                return True
         expect = cq_offset * CQ_STORE_UNIT_SIZE
         mf = mfq.get_last_mapped_file_or_create(expect)
         if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0:

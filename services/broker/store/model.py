@@ -38,6 +38,11 @@ class MessageExtBrokerInner:
     # Set by the store when the message is appended.
     store_timestamp: int = 0
     body_crc: int = 0
+    # (string, string_to_properties(string)) when whoever built the message already parsed the
+    # properties string it stores: the store hands the dict to dispatch instead of parsing it
+    # again, but only while ``properties_string`` is still that very string object. The dict is
+    # not ``properties`` (which hooks may change) and nobody changes it after construction.
+    parsed_properties: tuple[str, dict[str, str]] | None = None
 
     def encoded_properties(self) -> str:
         return self.properties_string or (properties_to_string(self.properties) if self.properties else "")

@@ -3,12 +3,19 @@
 It runs as a task on the store's event loop, woken by every append (and by a 1 ms fallback
 timer), and dispatches a bounded number of records per turn so it never starves the loop.
 ``reput_from_offset`` is the CommitLog offset up to which readers can see messages.
+
+Appends on this loop hand over the DispatchRequests of the records they write (CommitLog.handoff),
+so the records this broker just stored are not decoded again; a request is used only when its
+offset is exactly ``reput_from_offset``. Everything else (recovery, a gap left by a full
+hand-off, a segment's blank end) is decoded from the CommitLog as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
+from collections import deque
 from collections.abc import Callable
 
 from orbitmq.broker.store.commit_log import CommitLog
@@ -36,6 +43,8 @@ class ReputMessageService:
         self._task: asyncio.Task | None = None
         self._waiter: asyncio.Future | None = None
         self._stopped = False
+        self._handoff: deque[DispatchRequest] = deque()
+        commit_log.handoff = self._handoff
 
     def behind(self) -> int:
         return self.commit_log.get_max_offset() - self.reput_from_offset
@@ -44,15 +53,39 @@ class ReputMessageService:
         """Dispatch records from reput_from_offset; returns how many were dispatched."""
         cl = self.commit_log
         mfq = cl.mapped_file_queue
+        handoff = self._handoff
         done = 0
+        if max_records is None:
+            max_records = sys.maxsize
         min_offset = cl.get_min_offset()
         if 0 <= self.reput_from_offset < min_offset:
             log.warning("reput offset %d below the CommitLog min %d; skipping ahead", self.reput_from_offset, min_offset)
             self.reput_from_offset = min_offset
         while self.reput_from_offset < cl.get_max_offset():
-            if max_records is not None and done >= max_records:
+            if done >= max_records:
                 break
             offset = self.reput_from_offset
+            if handoff:
+                # Records handed off by the appends, in log order: no decoding. An entry behind
+                # reput_from_offset is stale (e.g. reput skipped ahead); one past it means a gap
+                # that is decoded from the log first.
+                dispatch = self._dispatch
+                start = offset
+                while handoff and done < max_records:
+                    req = handoff[0]
+                    at = req.commit_log_offset
+                    if at != offset:
+                        if at < offset:
+                            handoff.popleft()
+                            continue
+                        break
+                    handoff.popleft()
+                    dispatch(req, notify)
+                    offset += req.msg_size
+                    self.reput_from_offset = offset
+                    done += 1
+                if offset != start:
+                    continue
             mf = mfq.find_mapped_file_by_offset(offset)
             if mf is None:
                 break
@@ -64,7 +97,9 @@ class ReputMessageService:
                     continue
                 break
             mm = mf.mm
-            while pos < limit and (max_records is None or done < max_records):
+            while pos < limit and done < max_records:
+                if handoff and handoff[0].commit_log_offset <= self.reput_from_offset:
+                    break  # handed off from here on (or stale entries to drop)
                 req = cl.check_message_and_return_size(mm, pos, limit, False)
                 size = req.msg_size
                 if req.success and size > 0:
