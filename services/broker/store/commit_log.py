@@ -137,7 +137,9 @@ class CommitLog:
         self.config = config
         self.checkpoint = checkpoint
         self.allocate_service = (
-            AllocateMappedFileService(warm=config.warm_maped_file_enable) if config.allocate_mapped_file_enable else None
+            AllocateMappedFileService(warm=config.warm_maped_file_enable,
+                                      warm_flush_least_pages=config.flush_least_pages_when_warm_maped_file)
+            if config.allocate_mapped_file_enable else None
         )
         self.mapped_file_queue = MappedFileQueue(
             config.commit_log_dir, config.mapped_file_size_commit_log, self.allocate_service

@@ -72,6 +72,15 @@ class MessageStoreConfig(ConfigBase):
     # fresh 1 GiB segment cost 1 GiB of I/O; on, each append skips a slow page fault on the
     # event loop (~1 µs per 1 KiB record, see mapped_file.py). `orbitmq bench store` turns it on.
     warm_maped_file_enable: bool = False
+    # With warmMapedFileEnable: sync the zeros every this many pages (RocketMQ's default, 16 MiB).
+    flush_least_pages_when_warm_maped_file: int = 1024 // 4 * 16
+    # ASYNC_FLUSH: a thread keeps the CommitLog pages just ahead of the write position faulted
+    # in (allocate.WarmAheadService), so appends on the event loop skip first-touch page faults.
+    # The window follows the write rate up to warmCommitLogAheadMaxSize bytes; each flush may
+    # write up to one window of zeros more. Needs Linux 5.14+ (MADV_POPULATE_WRITE).
+    warm_commit_log_ahead_enable: bool = True
+    warm_commit_log_ahead_max_size: int = 4 * 1024 * 1024
+    warm_commit_log_ahead_interval: int = 20
     # -- delay levels (used by orbitmq.broker.schedule; upstream MessageStoreConfig keys) --
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval: int = 10_000

@@ -9,10 +9,15 @@ have a fixed pre-allocated size, so no metadata change needs syncing.
 A reference count (hold/release) keeps flush threads and readers from using a segment that a
 retention thread is destroying; destroy waits for the count to drop, or forces after
 ``interval_forcibly`` ms as ReferenceResource.shutdown does.
+
+populate() pre-faults pages from a background thread (allocate.WarmAheadService), so the
+event loop's copy into the mapping finds them mapped and writable (see populate()).
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import logging
 import mmap
 import os
@@ -23,6 +28,24 @@ log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 4096
 _ZERO_CHUNK = bytes(1 << 20)
+# Linux 5.14+: fault pages in writable as a write would, without touching their contents.
+MADV_POPULATE_WRITE = 23
+
+
+def _bind_madvise():
+    """libc madvise through ctypes: unlike mmap.madvise, a ctypes call releases the GIL."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_madvise = _bind_madvise()
+# Cleared at the first EINVAL (a kernel without MADV_POPULATE_WRITE): populate() turns into a no-op.
+_populate_supported = _madvise is not None
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -33,21 +56,29 @@ def offset_to_file_name(offset: int) -> str:
 TMP_SUFFIX = ".creating"
 
 
-def _create_segment(path: str, file_size: int, preallocate: bool, warm: bool) -> None:
+def _create_segment(path: str, file_size: int, preallocate: bool, warm: bool, flush_least_pages: int = 0) -> None:
     """Create a full-size segment atomically: a crash mid-way leaves only a temp file behind.
 
     ``warm`` writes real zeros and syncs them (RocketMQ's warmMappedFile): the first write to
     each page of a fallocated-but-unwritten extent costs a slow page fault (~1 µs per 1 KiB
-    record, measured), paid while the event loop holds the GIL; written pages fault cheaply.
-    The zeros are synced here so the first flush of the segment does not write them instead.
-    Both forms reserve the blocks, so appends never hit ENOSPC/SIGBUS mid-record.
+    record, measured), paid while the event loop holds the GIL; written pages fault cheaply
+    (the kernel keeps them as large clean folios and maps a whole folio per fault).
+    The zeros are synced here so the first flush of the segment does not write them instead,
+    every ``flush_least_pages`` pages (flushLeastPagesWhenWarmMapedFile) so a 1 GiB segment
+    never has more than that much dirty at once. Both forms reserve the blocks, so appends
+    never hit ENOSPC/SIGBUS mid-record.
     """
     tmp = path + TMP_SUFFIX
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         if warm:
+            sync_every = flush_least_pages * OS_PAGE_SIZE
+            synced = 0
             for off in range(0, file_size, len(_ZERO_CHUNK)):
                 os.pwrite(fd, _ZERO_CHUNK[: min(len(_ZERO_CHUNK), file_size - off)], off)
+                if sync_every > 0 and off + len(_ZERO_CHUNK) - synced >= sync_every:
+                    os.fdatasync(fd)
+                    synced = off + len(_ZERO_CHUNK)
             os.fdatasync(fd)
         elif preallocate and hasattr(os, "posix_fallocate"):
             os.posix_fallocate(fd, 0, file_size)
@@ -59,13 +90,21 @@ def _create_segment(path: str, file_size: int, preallocate: bool, warm: bool) ->
 
 
 class MappedFile:
-    def __init__(self, path: str, file_size: int, *, preallocate: bool = True, warm: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        file_size: int,
+        *,
+        preallocate: bool = True,
+        warm: bool = False,
+        warm_flush_least_pages: int = 0,
+    ) -> None:
         self.path = path
         self.file_name = os.path.basename(path)
         self.file_from_offset = int(self.file_name)
         self.file_size = file_size
         if not os.path.exists(path):
-            _create_segment(path, file_size, preallocate, warm)
+            _create_segment(path, file_size, preallocate, warm, warm_flush_least_pages)
         fd = os.open(path, os.O_RDWR)
         try:
             actual = os.fstat(fd).st_size
@@ -166,6 +205,45 @@ class MappedFile:
             finally:
                 self.release()
         return self.flushed_position
+
+    # --- pre-faulting ----------------------------------------------------------------------
+    def populate(self, start: int, end: int) -> bool:
+        """Fault [start, end) in writable, for a thread other than the writer's; False if not done.
+
+        A first write into a fresh page of the mapping faults (page-cache allocation, zeroing,
+        ext4 page_mkwrite) inside the writer's slice copy, on the event loop. Here libc
+        madvise(MADV_POPULATE_WRITE) takes those faults instead, without the GIL and without
+        changing a byte, so it may run concurrently with the writer on the same pages.
+        Populated pages are dirty; once a flush writes them back they are write-protected
+        again, so the caller re-populates after flushes. The segment is held for the call and
+        its buffer exported (mmap.close() refuses while it is), so the range cannot be unmapped
+        under the kernel call.
+        """
+        global _populate_supported
+        start -= start % OS_PAGE_SIZE
+        end = min(end, self.file_size)
+        if not _populate_supported or end <= start or not self.hold():
+            return False
+        try:
+            try:
+                view = ctypes.c_char.from_buffer(self.mm)
+            except (ValueError, TypeError, BufferError):  # closed by a forced shutdown
+                return False
+            try:
+                rc = _madvise(ctypes.addressof(view) + start, end - start, MADV_POPULATE_WRITE)
+                err = ctypes.get_errno() if rc else 0
+            finally:
+                del view
+        finally:
+            self.release()
+        if rc == 0:
+            return True
+        if err == errno.EINVAL:
+            _populate_supported = False
+            log.info("madvise(MADV_POPULATE_WRITE) is not supported here (Linux < 5.14); not pre-faulting")
+        else:
+            log.debug("populate %s [%d, %d) failed: %s", self.path, start, end, os.strerror(err))
+        return False
 
     # --- data ----------------------------------------------------------------------------
     def append(self, data: bytes) -> bool:
