@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orbitmq.client.batch import encode_messages
+from orbitmq.client.batch import encode_batch, encode_messages
 from orbitmq.client.errors import MQBrokerError, MQClientError
 from orbitmq.client.results import (
     AckResult,
@@ -28,7 +28,7 @@ from orbitmq.client.results import (
 )
 from orbitmq.common import extra_info as ei
 from orbitmq.common import fastjson
-from orbitmq.common.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
+from orbitmq.common.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.common.filter.subscription import SubscriptionData
 from orbitmq.common.message import Message, MessageConst, MessageExt, properties_to_string
 from orbitmq.common.message_codec import decode_records
@@ -184,10 +184,24 @@ class MQClientAPI:
         status = _SEND_OK_CODES.get(response.code)
         if status is None:
             raise MQBrokerError(response.code, response.remark, addr)
-        rh = h.SendMessageResponseHeader.from_command(response)
-        return SendResult(status=status, msg_id=uniq_id, offset_msg_id=rh.msg_id, queue_id=rh.queue_id,
-                          queue_offset=rh.queue_offset, broker_name=broker_name, topic=topic,
-                          transaction_id=rh.transaction_id, recall_handle=rh.recall_handle)
+        fields = response.ext_fields
+        try:
+            # SendMessageResponseHeader's decoding of the fields a send needs, without the generic codec.
+            offset_msg_id = fields["msgId"]
+            if offset_msg_id is None:
+                raise KeyError("msgId")
+            queue_id = int(fields["queueId"].strip())
+            queue_offset = int(fields["queueOffset"].strip())
+            transaction_id = fields.get("transactionId")
+            recall_handle = fields.get("recallHandle")
+        except (TypeError, KeyError, ValueError, AttributeError):
+            # Missing or malformed: the generic decoder raises the error naming the field.
+            rh = h.SendMessageResponseHeader.from_command(response)
+            offset_msg_id, queue_id, queue_offset = rh.msg_id, rh.queue_id, rh.queue_offset
+            transaction_id, recall_handle = rh.transaction_id, rh.recall_handle
+        return SendResult(status=status, msg_id=uniq_id, offset_msg_id=offset_msg_id, queue_id=queue_id,
+                          queue_offset=queue_offset, broker_name=broker_name, topic=topic,
+                          transaction_id=transaction_id, recall_handle=recall_handle)
 
     async def send_message(self, broker_addr: str, broker_name: str, msg: Message, producer_group: str,
                            queue_id: int, sys_flag: int = 0, timeout: float | None = None) -> SendResult:  # noqa: ASYNC109
@@ -195,6 +209,49 @@ class MQClientAPI:
         header = self._send_header(msg, producer_group, queue_id, sys_flag, False, broker_name)
         response = await self.invoke(broker_addr, RequestCode.SEND_MESSAGE_V2, header, msg.body, timeout)
         return self._send_result(response, broker_addr, msg.topic, broker_name, msg.uniq_key or "")
+
+    @staticmethod
+    def _encoded_send_fields(producer_group: str, topic: str, queue_id: int, sys_flag: int, properties: str,
+                             batch: bool, broker_name: str | None) -> dict[str, str]:
+        """_send_header(...).to_ext_fields() of a flag-0 message to a non-retry topic, built directly.
+
+        Same keys, order and values as the dataclass path (the header JSON follows this order).
+        """
+        fields = {"a": producer_group, "b": topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC, "d": "4",
+                  "e": str(int(queue_id)), "f": str(int(sys_flag)), "g": str(_now_ms()), "h": "0",
+                  "i": properties, "j": "0", "k": "false", "m": "true" if batch else "false"}
+        if broker_name is not None:
+            fields["n"] = broker_name
+        return fields
+
+    async def send_encoded(self, broker_addr: str, broker_name: str, topic: str, body: bytes, properties: str,
+                           uniq_key: str, producer_group: str, queue_id: int, sys_flag: int = 0,
+                           timeout: float | None = None) -> SendResult:  # noqa: ASYNC109
+        """send_message of a flag-0 message whose properties are already a properties string.
+
+        The same SEND_MESSAGE_V2 request, without a Message or a properties dict. Retry topics
+        carry RECONSUME_TIME in the header instead, so they must go through send_message.
+        """
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise MQClientError(f"send_encoded cannot send to the retry topic {topic}; use send_message")
+        fields = self._encoded_send_fields(producer_group, topic, queue_id, sys_flag, properties, False, broker_name)
+        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, body)
+        response = await self.remoting.invoke(broker_addr, request, self.timeout if timeout is None else timeout)
+        return self._send_result(response, broker_addr, topic, broker_name, uniq_key)
+
+    async def send_batch_encoded(self, broker_addr: str, broker_name: str, topic: str, bodies: list[bytes],
+                                 properties: list[str], uniq_keys: list[str], producer_group: str, queue_id: int,
+                                 sys_flag: int = 0, timeout: float | None = None) -> SendResult:  # noqa: ASYNC109
+        """send_batch of flag-0 messages given as bodies and properties strings (none WAIT_STORE_MSG_OK).
+
+        The same SEND_BATCH_MESSAGE request send_batch writes for such messages.
+        """
+        if not bodies:
+            raise MQClientError("batch is empty")
+        fields = self._encoded_send_fields(producer_group, topic, queue_id, sys_flag, "", True, broker_name)
+        request = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, fields, encode_batch(bodies, properties))
+        response = await self.remoting.invoke(broker_addr, request, self.timeout if timeout is None else timeout)
+        return self._send_result(response, broker_addr, topic, broker_name, ",".join(uniq_keys))
 
     async def send_batch(self, broker_addr: str, broker_name: str, messages: list[Message], producer_group: str,
                          queue_id: int, sys_flag: int = 0, timeout: float | None = None) -> SendResult:  # noqa: ASYNC109

@@ -8,23 +8,40 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from orbitmq.common.message import Message, properties_to_string
 
 _HEAD = struct.Struct(">iiiii")
 _SHORT = struct.Struct(">h")
+_FIXED = _HEAD.size + _SHORT.size
 
 
 def encode_messages(messages: Iterable[Message]) -> bytes:
-    out = bytearray()
+    parts: list[bytes] = []
+    crc32 = zlib.crc32
     for msg in messages:
         props = properties_to_string(msg.properties).encode("utf-8")
         body = msg.body or b""
-        crc = zlib.crc32(body) & 0x7FFFFFFF
-        total = _HEAD.size + len(body) + _SHORT.size + len(props)
-        out += _HEAD.pack(total, 0, crc, msg.flag, len(body))
-        out += body
-        out += _SHORT.pack(len(props))
-        out += props
-    return bytes(out)
+        parts += (_HEAD.pack(_FIXED + len(body) + len(props), 0, crc32(body) & 0x7FFFFFFF, msg.flag, len(body)),
+                  body, _SHORT.pack(len(props)), props)
+    # One join copies each body once (a growing bytearray plus bytes() copied it twice).
+    return b"".join(parts)
+
+
+def encode_batch(bodies: Sequence[bytes], properties: Sequence[str]) -> bytes:
+    """encode_messages for flag-0 messages whose properties are already encoded as strings.
+
+    The proxy's send path: it builds each properties string straight from the gRPC message, so
+    neither a Message nor a properties dict exists; the bytes are encode_messages' own.
+    """
+    parts: list[bytes] = []
+    head = _HEAD.pack
+    short = _SHORT.pack
+    crc32 = zlib.crc32
+    for body, text in zip(bodies, properties, strict=True):
+        props = text.encode("utf-8")
+        size = len(body)
+        parts += (head(_FIXED + size + len(props), 0, crc32(body) & 0x7FFFFFFF, 0, size), body,
+                  short(len(props)), props)
+    return b"".join(parts)

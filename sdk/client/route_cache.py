@@ -50,6 +50,13 @@ class TopicRouteCache:
     def cached(self, topic: str) -> TopicRouteData | None:
         return self._routes.get(topic)
 
+    def get_cached(self, topic: str) -> TopicRouteData | None:
+        """get() for a cached route, without a coroutine: the route (marked used), else None."""
+        route = self._routes.get(topic)
+        if route is not None:
+            self._last_used[topic] = time.monotonic()
+        return route
+
     def invalidate(self, topic: str) -> None:
         self._routes.pop(topic, None)
 

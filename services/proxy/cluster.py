@@ -154,6 +154,22 @@ class ClusterService:
             return queues[consistent_hash(java_string_hash(message_group), len(queues))]
         return queues[next(self._round_robin) % len(queues)]
 
+    def cached_write_queue(self, topic: str, message_group: str | None) -> AddressableQueue | None:
+        """select_write_queue without awaiting when route and queue list are cached, else None.
+
+        Sends ask once per request; a cache hit then costs no coroutine frames.
+        """
+        route = self.routes.get_cached(topic)
+        if route is None:
+            return None
+        cached = self._write_queues.get(topic)
+        if cached is None or cached[0] is not route:
+            return None
+        queues = cached[1]
+        if message_group:
+            return queues[consistent_hash(java_string_hash(message_group), len(queues))]
+        return queues[next(self._round_robin) % len(queues)]
+
     async def read_brokers(self, topic: str) -> list[tuple[str, str]]:
         """(brokerName, master address) of every broker with readable queues of the topic."""
         route = await self.route(topic)
@@ -200,6 +216,13 @@ class ClusterService:
     async def topic_message_type(self, topic: str) -> TopicMessageType:
         config = await self.topic_config(topic)
         return config.message_type if config is not None else TopicMessageType.NORMAL
+
+    def cached_topic_message_type(self, topic: str) -> TopicMessageType | None:
+        """topic_message_type while the topic's config is cached (None: await topic_message_type)."""
+        hit, config = self._topic_configs.get(topic)
+        if not hit:
+            return None
+        return config.message_type if config is not None else TopicMessageType.NORMAL  # type: ignore[attr-defined]
 
     async def group_config(self, group: str) -> SubscriptionGroupConfig | None:
         hit, value = self._group_configs.get(group)

@@ -16,7 +16,14 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from orbitmq.common import sysflag
 from orbitmq.common.constants import is_retry_topic
-from orbitmq.common.message import STRING_HASH_SET, MessageConst, MessageExt
+from orbitmq.common.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    STRING_HASH_SET,
+    MessageConst,
+    MessageExt,
+    properties_to_string,
+)
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proxy import validation
 from orbitmq.proxy.config import ProxyConfig
@@ -173,6 +180,147 @@ def build_message_properties(message: pb.Message, producer_group: str, remote_ad
     if sysp.HasField("born_timestamp"):
         props[_BORN_TIMESTAMP] = str(timestamp_ms(sysp.born_timestamp))
     return props
+
+
+# System properties a user property may also name (they are not in STRING_HASH_SET): the dict of
+# build_message_properties then overwrites the user's value in place, so such messages take that path.
+_SHADOWED = frozenset({MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS, _SHARDING_KEY, _TRACE_CONTEXT})
+_RESERVED_OR_SHADOWED = STRING_HASH_SET | _SHADOWED
+_PS = PROPERTY_SEPARATOR
+# "NAME\x01" of every property the proxy sets, in build_message_properties' order.
+_TAGS_ = _TAGS + NAME_VALUE_SEPARATOR
+_KEYS_ = _KEYS + NAME_VALUE_SEPARATOR
+_UNIQ_ = _UNIQ_KEY + NAME_VALUE_SEPARATOR
+_TRAN_TRUE = f"{MessageConst.TRANSACTION_PREPARED}{NAME_VALUE_SEPARATOR}true{_PS}"
+_IMMUNITY_ = MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS + NAME_VALUE_SEPARATOR
+_DELAY_ = MessageConst.DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR
+_DELIVER_ = MessageConst.TIMER_DELIVER_MS + NAME_VALUE_SEPARATOR
+_RECONSUME_ = _RECONSUME_TIME + NAME_VALUE_SEPARATOR
+_PGROUP_ = _PRODUCER_GROUP + NAME_VALUE_SEPARATOR
+_SHARDING_ = _SHARDING_KEY + NAME_VALUE_SEPARATOR
+_TRACE_ = _TRACE_CONTEXT + NAME_VALUE_SEPARATOR
+_BORN_HOST_ = _BORN_HOST + NAME_VALUE_SEPARATOR
+_BORN_TIMESTAMP_ = _BORN_TIMESTAMP + NAME_VALUE_SEPARATOR
+_NV = NAME_VALUE_SEPARATOR
+
+
+def encode_message_properties(message: pb.Message, producer_group: str, remote_addr: str,
+                              config: ProxyConfig) -> tuple[str, str, int]:
+    """properties_to_string(build_message_properties(...)) in one pass, plus what the send needs.
+
+    Returns (properties string, message id, message type as message_type_of_request sees it).
+    Same checks in the same order and the same string (property order included) as the dict
+    path, without the dict: each protobuf field is read once and the string is built directly.
+    """
+    user = ""
+    user_size = 0
+    user_props = message.user_properties
+    if user_props:
+        if len(user_props) > config.user_property_max_num:
+            raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                             f"too many user properties, max is {config.user_property_max_num}")
+        parts: list[str] = []
+        for key, value in user_props.items():
+            if key in _RESERVED_OR_SHADOWED:
+                if key in STRING_HASH_SET:
+                    raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}")
+                return _encode_via_dict(message, producer_group, remote_addr, config)
+            # Printable text holds no control character: one C call decides the common case.
+            if not (key.isprintable() and value.isprintable()):
+                if validation.contains_control_character(key):
+                    raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                                     "the key of property cannot contain control character")
+                if validation.contains_control_character(value):
+                    raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                                     "the value of property cannot contain control character")
+            user_size += ((len(key) if key.isascii() else len(key.encode("utf-8")))
+                          + (len(value) if value.isascii() else len(value.encode("utf-8"))))
+            parts.append(f"{key}{_NV}{value}{_PS}")
+        user = "".join(parts)
+
+    sysp = message.system_properties
+    tag = sysp.tag
+    if tag:
+        if "|" in tag or not tag.isprintable() or not tag.strip():
+            validation.validate_tag(tag)  # raises the error of the first failing check, if any
+        tag_part = f"{_TAGS_}{tag}{_PS}"
+        user_size += len(tag) if tag.isascii() else len(tag.encode("utf-8"))
+    else:
+        tag_part = ""
+
+    keys = sysp.keys
+    if keys:
+        for key in keys:
+            validation.validate_message_key(key)
+            user_size += utf8_len(key)
+        keys_part = f"{_KEYS_}{_KEY_SEPARATOR.join(keys)}{_PS}"
+    else:
+        keys_part = ""
+
+    if user_size > config.max_user_property_size:
+        raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                         f"the total size of user property is too large, max is {config.max_user_property_size}")
+
+    message_id = sysp.message_id
+    if not message_id.strip():
+        raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+
+    message_type = sysp.message_type
+    if message_type == TRANSACTION:
+        tran_part = _TRAN_TRUE
+        if sysp.HasField("orphaned_transaction_recovery_duration"):
+            seconds = sysp.orphaned_transaction_recovery_duration.seconds
+            tran_part = f"{_TRAN_TRUE}{_IMMUNITY_}{seconds}{_PS}"
+    else:
+        tran_part = ""
+
+    has_delivery = sysp.HasField("delivery_timestamp")
+    if has_delivery:
+        deliver_ms = timestamp_ms(sysp.delivery_timestamp)
+        now = now_ms()
+        if config.max_delay_time_mills > 0 and deliver_ms - now > config.max_delay_time_mills:
+            raise ProxyError(Code.ILLEGAL_DELIVERY_TIME,
+                             f"the max delay time of message is too large, max is {config.max_delay_time_mills}")
+        delay_part = f"{_DELIVER_}{deliver_ms}{_PS}"
+        if config.use_delay_level:
+            level = config.compute_delay_level(deliver_ms, now)
+            if level:
+                delay_part = f"{_DELAY_}{level}{_PS}{delay_part}"
+    else:
+        delay_part = ""
+
+    attempt = sysp.delivery_attempt
+    group = sysp.message_group
+    if group:
+        validation.validate_message_group(group, config.max_message_group_size)
+        group_part = f"{_SHARDING_}{group}{_PS}"
+    else:
+        group_part = ""
+    trace = sysp.trace_context
+    trace_part = f"{_TRACE_}{trace}{_PS}" if trace else ""
+    born_host = sysp.born_host or remote_addr
+    host_part = f"{_BORN_HOST_}{born_host}{_PS}" if born_host and not born_host.isspace() else ""
+    if sysp.HasField("born_timestamp"):
+        ts = sysp.born_timestamp
+        seconds, nanos = ts.seconds, ts.nanos  # timestamp_ms inlined: it runs for every message
+        if 0 <= nanos < 1_000_000_000 and _MIN_TIMESTAMP_SECONDS <= seconds <= _MAX_TIMESTAMP_SECONDS:
+            born_part = f"{_BORN_TIMESTAMP_}{seconds * 1000 + nanos // 1_000_000}{_PS}"
+        else:
+            born_part = f"{_BORN_TIMESTAMP_}{timestamp_ms(ts)}{_PS}"
+    else:
+        born_part = ""
+    if message_type == UNSPECIFIED:
+        message_type = DELAY if has_delivery else FIFO if group else NORMAL
+    return (f"{user}{tag_part}{keys_part}{_UNIQ_}{message_id}{_PS}{tran_part}{delay_part}{_RECONSUME_}{attempt}{_PS}"
+            f"{_PGROUP_}{producer_group}{_PS}{group_part}{trace_part}{host_part}{born_part}",
+            message_id, message_type)
+
+
+def _encode_via_dict(message: pb.Message, producer_group: str, remote_addr: str,
+                     config: ProxyConfig) -> tuple[str, str, int]:
+    props = build_message_properties(message, producer_group, remote_addr, config)
+    return (properties_to_string(props), message.system_properties.message_id,
+            message_type_of_request(message))
 
 
 def message_type_of(props: dict[str, str]) -> int:

@@ -4,7 +4,8 @@ SEND_BATCH_MESSAGE on the broker that owns the selected queue."""
 from __future__ import annotations
 
 from orbitmq.client import MQBrokerError
-from orbitmq.common.message import Message, MessageConst
+from orbitmq.common.constants import is_retry_topic
+from orbitmq.common.message import Message
 from orbitmq.common.topic_config import TopicMessageType
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
@@ -25,12 +26,19 @@ _TOPIC_TYPE_OF_MESSAGE = {
     pb.MessageType.TRANSACTION: TopicMessageType.TRANSACTION,
 }
 OK = Code.OK
-_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _SEND_STATUS_CODES = {
     "SEND_OK": Code.OK,
     "FLUSH_DISK_TIMEOUT": Code.MASTER_PERSISTENCE_TIMEOUT,
     "FLUSH_SLAVE_TIMEOUT": Code.SLAVE_PERSISTENCE_TIMEOUT,
     "SLAVE_NOT_AVAILABLE": Code.HA_NOT_AVAILABLE,
+}
+
+
+# The gRPC message types each topic type takes (check_message_type's rule as a lookup table).
+_ACCEPTED_TYPES: dict[TopicMessageType, frozenset[int]] = {
+    topic_type: frozenset(m for m, t in _TOPIC_TYPE_OF_MESSAGE.items()
+                          if t == topic_type or topic_type == TopicMessageType.MIXED)
+    for topic_type in TopicMessageType
 }
 
 
@@ -43,69 +51,147 @@ def check_message_type(topic: str, topic_type: TopicMessageType, message_type: i
                          f"but actual type is {actual.value} (topic {topic})")
 
 
+def _varint(value: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative int."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_INT64_MAX = 2**63 - 1
+_BYTE = [bytes((i,)) for i in range(128)]
+_CONTINUED = [bytes((i | 0x80,)) for i in range(128)]
+_OK_STATUS_BYTES = errors.OK_STATUS.SerializeToString()
+# Field 1 (status) of SendMessageResponse and of SendResultEntry: the OK Status.
+_OK_STATUS_FIELD = b"\x0a" + _varint(len(_OK_STATUS_BYTES)) + _OK_STATUS_BYTES
+_ENTRY_TAG = b"\x12"  # SendMessageResponse.entries = 2, length-delimited
+_MESSAGE_ID_TAG = b"\x12"  # SendResultEntry.message_id = 2, length-delimited
+_OFFSET_TAG = b"\x20"  # SendResultEntry.offset = 4, varint
+
+
+def ok_response(message_ids: list[str], first_offset: int) -> spb.SendMessageResponse:
+    """SendMessageResponse{OK, one OK entry per id at consecutive offsets from first_offset >= 0}.
+
+    Equal to adding the entries one by one (entries.add(status=OK_STATUS, message_id=..., offset=...)),
+    at a fraction of the cost: the entries are written in protobuf wire format and parsed in one
+    C call. Consecutive offsets share all but their lowest varint byte, encoded once per 128.
+    """
+    parts = [_OK_STATUS_FIELD]
+    offset = first_offset
+    high = -1
+    high_bytes = b""
+    status_size = len(_OK_STATUS_FIELD) + 2  # + the message id and offset tags
+    for message_id in message_ids:
+        raw = message_id.encode("utf-8")
+        size = len(raw)
+        if offset < 128:
+            offset_bytes = _BYTE[offset]
+        else:
+            if offset >> 7 != high:
+                high = offset >> 7
+                high_bytes = _varint(high)
+            offset_bytes = _CONTINUED[offset & 0x7F] + high_bytes
+        entry_size = status_size + size + len(offset_bytes) + (1 if size < 128 else len(_varint(size)))
+        parts += (_ENTRY_TAG, _BYTE[entry_size] if entry_size < 128 else _varint(entry_size), _OK_STATUS_FIELD,
+                  _MESSAGE_ID_TAG, _BYTE[size] if size < 128 else _varint(size), raw, _OFFSET_TAG, offset_bytes)
+        offset += 1
+    return spb.SendMessageResponse.FromString(b"".join(parts))
+
+
 class ProducerActivity:
     def __init__(self, config: ProxyConfig, cluster: ClusterService) -> None:
         self.config = config
         self.cluster = cluster
 
     async def send_message(self, ctx: ProxyContext, request: spb.SendMessageRequest) -> spb.SendMessageResponse:
-        if not request.messages:
+        """Checks and converts every message, then sends them in one Remoting request.
+
+        Per message only a body and a properties string are made (no Message, no properties
+        dict); cached routes and topic types are read without awaiting. The checks, their order
+        and the bytes sent are those of the Message-based path.
+        """
+        protos = request.messages
+        if not protos:
             raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
         config = self.config
-        first = request.messages[0]
-        topic = first.topic.name
-        namespace = first.topic.resource_namespace
+        cluster = self.cluster
+        first = protos[0]
+        resource = first.topic
+        topic = resource.name
+        namespace = resource.resource_namespace
         validation.validate_topic(topic)
-        type_check = config.enable_topic_message_type_check
-        if type_check:
-            topic_type = await self.cluster.topic_message_type(topic)
+        accepted: frozenset[int] | None = None
+        if config.enable_topic_message_type_check:
+            topic_type = cluster.cached_topic_message_type(topic)
+            if topic_type is None:
+                topic_type = await cluster.topic_message_type(topic)
+            accepted = _ACCEPTED_TYPES[topic_type]
         remote_address = ctx.remote_address
-        validate_body = converter.validate_body
-        build_properties = converter.build_message_properties
-        type_of = converter.message_type_of_request
-        messages: list[Message] = []
-        append = messages.append
-        for proto in request.messages:
+        empty_check = config.enable_message_body_empty_check
+        limit = config.max_message_size
+        encode = converter.encode_message_properties
+        bodies: list[bytes] = []
+        properties: list[str] = []
+        ids: list[str] = []
+        for proto in protos:
             resource = proto.topic
             if resource.name != topic or resource.resource_namespace != namespace:
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
             body = proto.body
-            validate_body(body, config)
-            props = build_properties(proto, topic, remote_address, config)
-            if type_check:
-                check_message_type(topic, topic_type, type_of(proto))
-            append(Message(topic, body, 0, props))
-        group = first.system_properties.message_group if len(messages) == 1 else None
-        queue = await self.cluster.select_write_queue(topic, group)
+            if (empty_check and not body) or 0 < limit < len(body):
+                converter.validate_body(body, config)
+            props, message_id, message_type = encode(proto, topic, remote_address, config)
+            if accepted is not None and message_type not in accepted:
+                check_message_type(topic, topic_type, message_type)
+            bodies.append(body)
+            properties.append(props)
+            ids.append(message_id)
+        single = len(bodies) == 1
+        group = first.system_properties.message_group if single else None
+        queue = cluster.cached_write_queue(topic, group)
+        if queue is None:
+            queue = await cluster.select_write_queue(topic, group)
         sys_flag = converter.build_sys_flag(first)
+        api = cluster.api
         try:
-            if len(messages) == 1:
-                result = await self.cluster.api.send_message(queue.broker_addr, queue.broker_name, messages[0],
-                                                             topic, queue.queue_id, sys_flag)
+            if not single:
+                result = await api.send_batch_encoded(queue.broker_addr, queue.broker_name, topic, bodies, properties,
+                                                      ids, topic, queue.queue_id, sys_flag)
+            elif is_retry_topic(topic):
+                # A retry topic's RECONSUME_TIME travels in the header: the Message path writes that.
+                props_dict = converter.build_message_properties(first, topic, remote_address, config)
+                result = await api.send_message(queue.broker_addr, queue.broker_name,
+                                                Message(topic, bodies[0], 0, props_dict), topic, queue.queue_id,
+                                                sys_flag)
             else:
-                result = await self.cluster.api.send_batch(queue.broker_addr, queue.broker_name, messages, topic,
-                                                           queue.queue_id, sys_flag)
+                result = await api.send_encoded(queue.broker_addr, queue.broker_name, topic, bodies[0], properties[0],
+                                                ids[0], topic, queue.queue_id, sys_flag)
         except (MQBrokerError, RemotingError) as exc:
             # A deleted topic or a vanished broker: look the route up afresh for the client's retry.
             if not isinstance(exc, MQBrokerError) or exc.code == ResponseCode.TOPIC_NOT_EXIST:
-                self.cluster.routes.invalidate(topic)
+                cluster.routes.invalidate(topic)
             raise
         code = _SEND_STATUS_CODES.get(result.status.value, Code.INTERNAL_SERVER_ERROR)
-        response = spb.SendMessageResponse(
-            status=errors.OK_STATUS if code == OK else errors.status(code, Code.Name(code)))
-        add = response.entries.add
         if code == OK:
-            # entries.add copies the shared OK status; one call per entry, no intermediate objects.
-            ok_status = errors.OK_STATUS
             offset = result.queue_offset
             transaction_id = result.transaction_id or ""
             recall_handle = result.recall_handle or ""
-            for msg in messages:
-                add(status=ok_status, message_id=msg.properties.get(_UNIQ_KEY) or "", offset=offset,
-                    transaction_id=transaction_id, recall_handle=recall_handle)
+            if not transaction_id and not recall_handle and 0 <= offset <= _INT64_MAX - len(ids):
+                return ok_response(ids, offset)
+            response = spb.SendMessageResponse(status=errors.OK_STATUS)
+            add = response.entries.add
+            ok_status = errors.OK_STATUS
+            for message_id in ids:
+                add(status=ok_status, message_id=message_id, offset=offset, transaction_id=transaction_id,
+                    recall_handle=recall_handle)
                 offset += 1
-        else:
-            failed = errors.status(code, f"send message failed, sendStatus={result.status.value}")
-            for _ in messages:
-                add(status=failed)
+            return response
+        response = spb.SendMessageResponse(status=errors.status(code, Code.Name(code)))
+        add = response.entries.add
+        failed = errors.status(code, f"send message failed, sendStatus={result.status.value}")
+        for _ in ids:
+            add(status=failed)
         return response

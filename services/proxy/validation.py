@@ -21,13 +21,23 @@ def contains_control_character(data: str) -> bool:
     return not data.isprintable() and _ISO_CONTROL.search(data) is not None
 
 
+# Names that passed validate_topic: the checks depend on the name alone, and every send asks.
+_VALID_TOPICS: set[str] = set()
+_VALID_TOPICS_MAX = 4096
+
+
 def validate_topic(name: str) -> None:
+    if name in _VALID_TOPICS:
+        return
     try:
         validators.check_topic(name)
     except validators.ValidationError as exc:
         raise ProxyError(Code.ILLEGAL_TOPIC, str(exc)) from None
     if validators.is_system_topic(name):
         raise ProxyError(Code.ILLEGAL_TOPIC, "cannot access system topic")
+    if len(_VALID_TOPICS) >= _VALID_TOPICS_MAX:
+        _VALID_TOPICS.clear()
+    _VALID_TOPICS.add(name)
 
 
 def validate_consumer_group(name: str) -> None:
