@@ -3,13 +3,22 @@
 Either side may send requests on it; responses are matched to waiting callers by opaque, and
 incoming requests run as concurrent tasks (bounded) through a ProcessorTable. A malformed frame
 closes only this channel.
+
+The channel is the connection's asyncio Protocol: frames are cut out of the bytes handed to
+``data_received`` and dispatched right there, so a frame costs no StreamReader buffering, no
+``readexactly`` coroutines and no wake-up of a reader task. Response timeouts share one timer per
+channel (a heap of deadlines) instead of a Timeout context and TimerHandle per request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import inspect
+import itertools
 import logging
+import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,9 +28,9 @@ from orbitmq.remoting.errors import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
-from orbitmq.remoting.framing import DEFAULT_MAX_FRAME_SIZE, read_frame, write_command
-from orbitmq.remoting.processor import ProcessorTable
-from orbitmq.remoting.protocol import RemotingCommand, next_opaque
+from orbitmq.remoting.framing import DEFAULT_MAX_FRAME_SIZE
+from orbitmq.remoting.processor import ProcessorTable, failed, not_supported
+from orbitmq.remoting.protocol import RemotingCommand, decode_command, next_opaque
 
 log = logging.getLogger("orbitmq.remoting")
 
@@ -33,6 +42,13 @@ OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
 CloseListener = Callable[["Channel"], Any]
 
+_LENGTH = struct.Struct(">i")
+_unpack_length = _LENGTH.unpack_from
+# The loop may run a timer up to its clock resolution early (BaseEventLoop._run_once).
+_CLOCK_SLACK = time.get_clock_info("monotonic").resolution
+# Deadline entries kept for answered requests before the heap is compacted.
+_COMPACT_AT = 1024
+
 
 def _format_addr(peer: Any) -> str:
     if isinstance(peer, tuple) and len(peer) >= 2:
@@ -41,24 +57,40 @@ def _format_addr(peer: Any) -> str:
     return str(peer)
 
 
-class Channel:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 processors: ProcessorTable, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+class Channel(asyncio.Protocol):
+    """Create it through ``loop.create_connection``/``create_server`` with a factory."""
+
+    def __init__(self, processors: ProcessorTable, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
-                 max_idle_seconds: float | None = None) -> None:
-        self._reader = reader
+                 max_idle_seconds: float | None = None,
+                 on_connected: Callable[[Channel], Any] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
         self._max_idle_seconds = max_idle_seconds
-        self._writer = writer
         self._processors = processors
         self._max_frame_size = max_frame_size
         self._max_concurrent_requests = max_concurrent_requests
+        self._on_connected = on_connected
         self._response_table: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._close_listeners: list[CloseListener] = []
         self._closed = False
         self._closed_event = asyncio.Event()
-        self.remote_address = _format_addr(writer.get_extra_info("peername"))
-        self.local_address = _format_addr(writer.get_extra_info("sockname"))
+        self._lost = self._loop.create_future()
+        # read side: bytes of an incomplete frame
+        self._buffer = bytearray()
+        self._last_read = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        # write side: set while the transport's buffer is over its high-water mark
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        # response timeouts: (deadline, seq, future) heap and the one timer armed for its head
+        self._deadlines: list[tuple[float, int, asyncio.Future[RemotingCommand]]] = []
+        self._seq = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self.remote_address = "?"
+        self.local_address = "?"
 
     def __repr__(self) -> str:
         return f"Channel({self.local_address} -> {self.remote_address})"
@@ -77,74 +109,200 @@ class Channel:
     async def wait_closed(self) -> None:
         await self._closed_event.wait()
 
+    async def serve(self) -> None:
+        """Returns when the connection ends (peer closed, error, or bad frame)."""
+        await self._closed_event.wait()
+
+    # ---- protocol callbacks -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self.remote_address = _format_addr(transport.get_extra_info("peername"))
+        self.local_address = _format_addr(transport.get_extra_info("sockname"))
+        if self._max_idle_seconds is not None:
+            self._last_read = self._loop.time()
+            self._idle_timer = self._loop.call_at(self._last_read + self._max_idle_seconds, self._check_idle)
+        if self._on_connected is not None:
+            self._on_connected(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            log.debug("%s connection error: %s", self.remote_address, exc)
+        if self._buffer:
+            log.debug("%s closed mid-frame", self.remote_address)
+        self._begin_close()
+        if not self._lost.done():
+            self._lost.set_result(None)
+        self._wake_writers(exc or ConnectionResetError("connection lost"))
+
+    def eof_received(self) -> bool:
+        return False  # close our side as well: Remoting has no half-open connections
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_writers(None)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        if self._idle_timer is not None:
+            self._last_read = self._loop.time()
+        buffer = self._buffer
+        try:
+            if buffer:
+                buffer += data
+                if len(buffer) < 4:
+                    return
+                length = _unpack_length(buffer, 0)[0]
+                self._check_length(length)
+                if len(buffer) < 4 + length:
+                    return  # still inside the frame; nothing else to parse
+                data = bytes(buffer)
+                buffer.clear()
+            end = len(data)
+            pos = 0
+            while end - pos >= 4:
+                length = _unpack_length(data, pos)[0]
+                if length < 4 or length > self._max_frame_size:
+                    self._check_length(length)
+                stop = pos + 4 + length
+                if stop > end:
+                    break
+                command = decode_command(data, pos + 4, stop)
+                pos = stop
+                if command.flag & 1:  # RPC_TYPE_RESPONSE
+                    self._complete(command)
+                else:
+                    self._on_request(command)
+                if self._closed:
+                    return
+            if pos < end:
+                buffer += data[pos:] if pos else data
+        except RemotingCommandError as exc:
+            log.warning("closing %s: bad frame: %s", self.remote_address, exc)
+            self._begin_close()
+        except Exception:  # never let one connection's surprise reach the server
+            log.exception("closing %s: unexpected error reading a frame", self.remote_address)
+            self._begin_close()
+
+    def _check_length(self, length: int) -> None:
+        if length < 4:
+            raise RemotingCommandError(f"bad frame length {length}")
+        if length > self._max_frame_size:
+            raise RemotingCommandError(f"frame length {length} exceeds the maximum {self._max_frame_size}")
+
+    def _check_idle(self) -> None:
+        self._idle_timer = None
+        if self._closed or self._max_idle_seconds is None:
+            return
+        due = self._last_read + self._max_idle_seconds
+        if self._loop.time() + _CLOCK_SLACK >= due:
+            log.info("closing %s: idle for %ss", self.remote_address, self._max_idle_seconds)
+            self._begin_close()
+        else:
+            self._idle_timer = self._loop.call_at(due, self._check_idle)
+
     # ---- outgoing ---------------------------------------------------------------------------
 
     async def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:  # noqa: ASYNC109
         """Send a request and wait for the response with the same opaque."""
         if self._closed:
             raise RemotingSendRequestError(self.remote_address, "channel is closed")
-        if request.opaque in self._response_table:
-            request.opaque = next_opaque()  # a re-sent command must not steal another's response
-        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-        self._response_table[request.opaque] = future
+        table = self._response_table
+        opaque = request.opaque
+        if opaque in table:
+            request.opaque = opaque = next_opaque()  # a re-sent command must not steal another's response
+        loop = self._loop
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        table[opaque] = future
         try:
-            await self._send(request)
-            # asyncio.timeout instead of wait_for: no extra waiter future per request.
-            async with asyncio.timeout(timeout):
-                return await future
+            self._write(request.encode())
+            if self._write_paused:
+                await self._drain()
+            self._watch(loop.time() + timeout, future)
+            return await future
         except TimeoutError:
-            raise RemotingTimeoutError(self.remote_address, timeout, request.opaque) from None
+            raise RemotingTimeoutError(self.remote_address, timeout, opaque) from None
         finally:
-            self._response_table.pop(request.opaque, None)
+            table.pop(opaque, None)
 
     async def invoke_oneway(self, request: RemotingCommand) -> None:
         request.mark_oneway()
-        await self._send(request)
-
-    async def _send(self, command: RemotingCommand) -> None:
-        await self._send_frame(command.encode())
+        await self._send_frame(request.encode())
 
     async def _send_frame(self, frame: bytes) -> None:
-        if self._closed:
+        self._write(frame)
+        if self._write_paused:
+            await self._drain()
+
+    def _write(self, frame: bytes) -> None:
+        if self._closed or self._transport is None:
             raise RemotingSendRequestError(self.remote_address, "channel is closed")
         try:
-            self._writer.write(frame)
-            await self._writer.drain()
-        except (ConnectionError, OSError) as exc:
+            self._transport.write(frame)
+        except (ConnectionError, OSError, RuntimeError) as exc:
             self._begin_close()
             raise RemotingSendRequestError(self.remote_address, exc) from exc
 
-    # ---- incoming ---------------------------------------------------------------------------
+    async def _drain(self) -> None:
+        """Wait until the transport's write buffer drops below its low-water mark."""
+        while self._write_paused:
+            if self._closed:
+                raise RemotingSendRequestError(self.remote_address, "channel is closed")
+            waiter: asyncio.Future[None] = self._loop.create_future()
+            self._drain_waiters.append(waiter)
+            try:
+                await waiter
+            except (ConnectionError, OSError) as exc:
+                raise RemotingSendRequestError(self.remote_address, exc) from exc
 
-    async def serve(self) -> None:
-        """Read loop; returns when the connection ends (peer closed, error, or bad frame)."""
-        try:
-            while not self._closed:
-                async with asyncio.timeout(self._max_idle_seconds):
-                    frame = await read_frame(self._reader, self._max_frame_size)
-                if frame is None:
-                    break
-                command = RemotingCommand.decode(frame)
-                if command.is_response:
-                    self._complete(command)
-                elif len(self._tasks) >= self._max_concurrent_requests:
-                    self._reject_overload(command)
+    def _wake_writers(self, exc: Exception | None) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                if exc is None:
+                    waiter.set_result(None)
                 else:
-                    task = asyncio.create_task(self._handle_request(command))
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
-        except RemotingCommandError as exc:
-            log.warning("closing %s: bad frame: %s", self.remote_address, exc)
-        except TimeoutError:
-            log.info("closing %s: idle for %ss", self.remote_address, self._max_idle_seconds)
-        except asyncio.IncompleteReadError:
-            log.debug("%s closed mid-frame", self.remote_address)
-        except (ConnectionError, OSError) as exc:
-            log.debug("%s connection error: %s", self.remote_address, exc)
-        except Exception:  # never let one connection's surprise reach the server
-            log.exception("closing %s: unexpected error reading a frame", self.remote_address)
-        finally:
-            self._begin_close()
+                    waiter.set_exception(exc)
+
+    # ---- response timeouts ------------------------------------------------------------------
+
+    def _watch(self, deadline: float, future: asyncio.Future[RemotingCommand]) -> None:
+        heap = self._deadlines
+        if len(heap) >= _COMPACT_AT and len(heap) > 4 * len(self._response_table):
+            # answered requests stay in the heap until their deadline; drop them in bulk
+            heap[:] = [entry for entry in heap if not entry[2].done()]
+            heapq.heapify(heap)
+        heapq.heappush(heap, (deadline, next(self._seq), future))
+        if self._timer is None or deadline < self._timer_at:
+            self._arm(deadline)
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = self._loop.call_at(when, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        heap = self._deadlines
+        now = self._loop.time() + _CLOCK_SLACK
+        while heap:
+            deadline, _, future = heap[0]
+            if future.done():
+                heapq.heappop(heap)
+            elif deadline <= now:
+                heapq.heappop(heap)
+                future.set_exception(TimeoutError())
+            else:
+                self._arm(deadline)
+                break
+
+    # ---- incoming ---------------------------------------------------------------------------
 
     def _complete(self, response: RemotingCommand) -> None:
         future = self._response_table.get(response.opaque)
@@ -154,18 +312,34 @@ class Channel:
         elif not future.done():
             future.set_result(response)
 
+    def _on_request(self, request: RemotingCommand) -> None:
+        tasks = self._tasks
+        if len(tasks) >= self._max_concurrent_requests:
+            self._reject_overload(request)
+            return
+        task = self._loop.create_task(self._handle_request(request))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
     def _reject_overload(self, request: RemotingCommand) -> None:
         log.warning("too many requests in flight on %s, refusing code=%s", self.remote_address, request.code)
-        if not request.is_oneway:
-            write_command(self._writer, request.response_to(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
+        if not request.is_oneway and self._transport is not None:
+            self._transport.write(request.response_to(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK).encode())
 
     async def _handle_request(self, request: RemotingCommand) -> None:
         try:
-            response = await self._processors.dispatch(request, self)
-            if request.is_oneway or response is None or self._closed:
+            entry = self._processors.lookup(request.code)
+            if entry is None:
+                response = not_supported(request)
+            else:
+                try:
+                    response = await entry[0](request, self)
+                except Exception as exc:  # a processor bug must not kill the connection
+                    response = failed(request, exc, entry[1], self)
+            if request.flag & 2 or response is None or self._closed:  # RPC_ONEWAY
                 return
             response.opaque = request.opaque
-            response.mark_response()
+            response.flag |= 1  # RPC_TYPE_RESPONSE
             response.serialize_type = request.serialize_type
             try:
                 frame = response.encode()
@@ -173,7 +347,9 @@ class Channel:
                 log.warning("cannot encode response to code=%s: %s", request.code, exc)
                 frame = request.response_to(ResponseCode.SYSTEM_ERROR, str(exc)).encode()
             try:
-                await self._send_frame(frame)
+                self._write(frame)
+                if self._write_paused:
+                    await self._drain()
             except RemotingSendRequestError as exc:
                 log.debug("response to %s lost: %s", self.remote_address, exc)
         except asyncio.CancelledError:
@@ -185,13 +361,21 @@ class Channel:
         if self._closed:
             return
         self._closed = True
-        self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
+        for timer in (self._timer, self._idle_timer):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._idle_timer = None
+        self._deadlines.clear()
+        self._buffer.clear()
         for opaque, future in list(self._response_table.items()):
             if not future.done():
                 future.set_exception(RemotingSendRequestError(
                     self.remote_address, f"connection closed before response (opaque={opaque})"))
         for task in list(self._tasks):
             task.cancel()
+        self._wake_writers(ConnectionResetError("channel closed"))
         listeners, self._close_listeners = self._close_listeners, []
         for listener in listeners:
             self._run_listener(listener)
@@ -208,10 +392,11 @@ class Channel:
 
     async def close(self) -> None:
         self._begin_close()
-        try:
-            await self._writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
+        if self._transport is not None:
+            try:
+                await self._lost
+            except (ConnectionError, OSError):
+                pass
 
 
 def _log_listener_failure(task: asyncio.Future[Any]) -> None:

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import random
 
-from orbitmq.common.aio import cancel_and_wait
 from orbitmq.remoting.channel import DEFAULT_MAX_CONCURRENT_REQUESTS, Channel
 from orbitmq.remoting.errors import RemotingConnectError, RemotingTimeoutError, RemotingTooMuchRequestError
 from orbitmq.remoting.framing import DEFAULT_MAX_FRAME_SIZE
@@ -40,7 +39,6 @@ class RemotingClient:
         self._processors = ProcessorTable()
         self._pool: dict[str, list[Channel]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._serve_tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
     def register_processor(self, code: int, processor: Processor) -> None:
@@ -70,17 +68,18 @@ class RemotingClient:
         if self._closed:
             raise RemotingConnectError(addr, RuntimeError("client is closed"))
         host, port = split_address(addr)
+        loop = asyncio.get_running_loop()
+
+        def factory() -> Channel:
+            return Channel(self._processors, max_frame_size=self._max_frame_size,
+                           max_concurrent_requests=DEFAULT_MAX_CONCURRENT_REQUESTS)
+
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                    self.connect_timeout)
+            _, channel = await asyncio.wait_for(loop.create_connection(factory, host, port),
+                                                self.connect_timeout)
         except (OSError, TimeoutError) as exc:
             raise RemotingConnectError(addr, exc) from exc
-        channel = Channel(reader, writer, self._processors, max_frame_size=self._max_frame_size,
-                          max_concurrent_requests=DEFAULT_MAX_CONCURRENT_REQUESTS)
         channel.on_close(lambda ch: self._forget(addr, ch))
-        task = asyncio.create_task(channel.serve())
-        self._serve_tasks.add(task)
-        task.add_done_callback(self._serve_tasks.discard)
         return channel
 
     def _forget(self, addr: str, channel: Channel) -> None:
@@ -106,15 +105,23 @@ class RemotingClient:
         """Send ``request`` and return the response (RemotingTimeoutError / RemotingConnectError)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        await self._acquire_slot(addr, timeout)
+        slots = self._in_flight
+        if slots.locked():
+            await self._acquire_slot(addr, timeout)
+        else:
+            await slots.acquire()  # free: taken without suspending
         try:
-            channel = await self.get_channel(addr)
+            pooled = self._pool.get(addr)
+            if self._per_address == 1 and pooled and pooled[0].is_active:
+                channel = pooled[0]  # the common case, without the get_channel coroutine
+            else:
+                channel = await self.get_channel(addr)
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise RemotingTimeoutError(addr, timeout, request.opaque)
             return await channel.invoke(request, remaining)
         finally:
-            self._in_flight.release()
+            slots.release()
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> None:  # noqa: ASYNC109
         await self._acquire_slot(addr, timeout)
@@ -132,7 +139,6 @@ class RemotingClient:
         self._closed = True
         for addr in list(self._pool):
             await self.close_channel(addr)
-        await cancel_and_wait(*self._serve_tasks)
 
     async def __aenter__(self) -> RemotingClient:
         return self

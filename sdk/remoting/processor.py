@@ -15,29 +15,65 @@ if TYPE_CHECKING:
 log = logging.getLogger("orbitmq.remoting")
 
 Processor = Callable[[RemotingCommand, "Channel"], Awaitable[RemotingCommand | None]]
+# Answers a request whose processor raised; what a guard wrapper would have returned.
+ErrorHandler = Callable[[RemotingCommand, Exception], RemotingCommand | None]
+
+# A guard wrapper (a processor that only turns exceptions into responses) may expose the processor
+# it wraps and its exception mapping under these attributes; the table then calls the inner one
+# directly and maps its exceptions itself, saving a coroutine per request.
+WRAPPED_ATTR = "__remoting_wrapped__"
+ON_ERROR_ATTR = "__remoting_on_error__"
 
 
 class ProcessorTable:
     """requestCode -> processor, with an optional default (NettyRemotingAbstract.processorTable)."""
 
     def __init__(self) -> None:
-        self._table: dict[int, Processor] = {}
-        self._default: Processor | None = None
+        self._table: dict[int, tuple[Processor, ErrorHandler | None]] = {}
+        self._default: tuple[Processor, ErrorHandler | None] | None = None
+
+    @staticmethod
+    def _entry(processor: Processor) -> tuple[Processor, ErrorHandler | None]:
+        inner = getattr(processor, WRAPPED_ATTR, None)
+        on_error = getattr(processor, ON_ERROR_ATTR, None)
+        if inner is not None and on_error is not None:
+            return inner, on_error
+        return processor, None
 
     def register(self, code: int, processor: Processor) -> None:
-        self._table[int(code)] = processor
+        self._table[int(code)] = self._entry(processor)
 
     def register_default(self, processor: Processor) -> None:
-        self._default = processor
+        self._default = self._entry(processor)
+
+    def lookup(self, code: int) -> tuple[Processor, ErrorHandler | None] | None:
+        return self._table.get(code, self._default)
 
     async def dispatch(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         """Run the processor; unknown codes and exceptions become error responses, never raise."""
-        processor = self._table.get(request.code, self._default)
-        if processor is None:
-            return request.response_to(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                       f" request type {request.code} not supported")
+        entry = self._table.get(request.code, self._default)
+        if entry is None:
+            return not_supported(request)
+        processor, on_error = entry
         try:
             return await processor(request, channel)
         except Exception as exc:  # a processor bug must not kill the connection
-            log.exception("process request code=%s from %s failed", request.code, channel.remote_address)
-            return request.response_to(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            return failed(request, exc, on_error, channel)
+
+
+def not_supported(request: RemotingCommand) -> RemotingCommand:
+    return request.response_to(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                               f" request type {request.code} not supported")
+
+
+def failed(request: RemotingCommand, exc: Exception, on_error: ErrorHandler | None,
+           channel: Channel) -> RemotingCommand | None:
+    """The response to a request whose processor raised ``exc``."""
+    if on_error is not None:
+        try:
+            return on_error(request, exc)
+        except Exception as handler_exc:
+            exc = handler_exc
+    log.error("process request code=%s from %s failed", request.code, channel.remote_address,
+              exc_info=exc)
+    return request.response_to(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import json.encoder as json_encoder
 import struct
-import threading
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -61,23 +61,20 @@ class SerializeType(IntEnum):
 
 
 class _OpaqueCounter:
-    """Process-wide request id, wrapping like Java's AtomicInteger so it always fits an int32."""
+    """Process-wide request id, wrapping like Java's AtomicInteger so it always fits an int32.
+
+    ``next()`` of an itertools.count is a single C call, atomic under the GIL: no lock needed.
+    """
 
     def __init__(self) -> None:
         self._counter = itertools.count()
-        self._lock = threading.Lock()
 
     def next(self) -> int:
-        with self._lock:
-            n = next(self._counter)
-        return ((n + 2**31) % 2**32) - 2**31
+        return ((next(self._counter) + 2**31) & 0xFFFFFFFF) - 2**31
 
 
 _opaque = _OpaqueCounter()
-
-
-def next_opaque() -> int:
-    return _opaque.next()
+next_opaque = _opaque.next
 
 
 @dataclass(eq=True)
@@ -135,9 +132,10 @@ class RemotingCommand:
 
     def encode_header(self) -> bytes:
         try:
-            if self.serialize_type == SerializeType.JSON:
+            serialize_type = self.serialize_type
+            if serialize_type == _JSON:
                 return _json_header_encode(self)
-            if self.serialize_type == SerializeType.ROCKETMQ:
+            if serialize_type == _ROCKETMQ:
                 return _binary_header_encode(self)
         except (UnicodeEncodeError, ValueError, TypeError, struct.error) as exc:
             raise RemotingCommandError(f"cannot encode command code={self.code}: {exc}") from None
@@ -146,47 +144,71 @@ class RemotingCommand:
     def encode(self) -> bytes:
         """The whole frame, including the leading 4-byte total length."""
         header = self.encode_header()
-        if len(header) > MAX_HEADER_LENGTH:
-            raise RemotingCommandError(f"header too long: {len(header)} bytes")
+        header_length = len(header)
+        if header_length > MAX_HEADER_LENGTH:
+            raise RemotingCommandError(f"header too long: {header_length} bytes")
         body = self.body or b""
-        total = 4 + len(header) + len(body)
+        total = 4 + header_length + len(body)
         if total > _INT32_MAX:
             raise RemotingCommandError(f"frame too long: {total} bytes")
-        return b"".join((_INT32.pack(total), _INT32.pack((int(self.serialize_type) << 24) | len(header)),
-                         header, body))
+        return b"".join((_PREFIX.pack(total, (int(self.serialize_type) << 24) | header_length), header, body))
 
     @classmethod
     def decode(cls, frame: bytes | bytearray | memoryview) -> RemotingCommand:
         """Decode a frame WITHOUT its leading total-length field."""
-        frame = bytes(frame)
-        if len(frame) < 4:
-            raise RemotingCommandError(f"frame too short: {len(frame)} bytes")
-        (word,) = _INT32.unpack_from(frame, 0)
-        header_length = word & HEADER_LENGTH_MASK
-        type_byte = (word >> 24) & 0xFF
-        if header_length > len(frame) - 4:
-            raise RemotingCommandError(
-                f"bad header length {header_length}, frame has {len(frame) - 4} bytes after it")
-        try:
-            serialize_type = SerializeType(type_byte)
-        except ValueError:
-            raise RemotingCommandError(f"unknown serialize type {type_byte}") from None
-        header = frame[4:4 + header_length]
-        if serialize_type == SerializeType.JSON:
-            cmd = _json_header_decode(header)
-        else:
-            cmd = _binary_header_decode(header)
-        cmd.serialize_type = serialize_type
-        cmd.body = frame[4 + header_length:]
-        return cmd
+        if type(frame) is not bytes:
+            frame = bytes(frame)
+        return decode_command(frame, 0, len(frame))
+
+
+_JSON = SerializeType.JSON
+_ROCKETMQ = SerializeType.ROCKETMQ
+_SERIALIZE_TYPES = {int(m): m for m in SerializeType}
+_PREFIX = struct.Struct(">ii")
+
+
+def decode_command(data: bytes, start: int, stop: int) -> RemotingCommand:
+    """Decode the frame in ``data[start:stop]`` (WITHOUT its total-length field), copying
+    only the header and the body out of ``data``."""
+    if stop - start < 4:
+        raise RemotingCommandError(f"frame too short: {stop - start} bytes")
+    (word,) = _INT32.unpack_from(data, start)
+    header_length = word & HEADER_LENGTH_MASK
+    type_byte = (word >> 24) & 0xFF
+    header_start = start + 4
+    if header_length > stop - header_start:
+        raise RemotingCommandError(
+            f"bad header length {header_length}, frame has {stop - header_start} bytes after it")
+    serialize_type = _SERIALIZE_TYPES.get(type_byte)
+    if serialize_type is None:
+        raise RemotingCommandError(f"unknown serialize type {type_byte}")
+    body_start = header_start + header_length
+    header = data[header_start:body_start]
+    if serialize_type is _JSON:
+        cmd = _json_header_decode(header)
+    else:
+        cmd = _binary_header_decode(header)
+    cmd.serialize_type = serialize_type
+    cmd.body = data[body_start:stop]
+    return cmd
 
 
 # ---- JSON header (fastjson's rendering: alphabetical keys, compact, nulls omitted) -------------
 
 # One encoder for every header: json.dumps with options builds a new encoder per call.
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# The C encoder JSONEncoder.encode would build on every call, built once. No circular check:
+# it only ever sees a flat dict of strings. Same output as _JSON_ENCODER.encode.
+_encode_ext = json_encoder.c_make_encoder(
+    None, _JSON_ENCODER.default, json_encoder.encode_basestring, None, ":", ",", False, False, True) \
+    if json_encoder.c_make_encoder is not None else None
+_encode_str = json_encoder.encode_basestring  # what the encoder uses for strings (ensure_ascii=False)
 _LANGUAGE_NAMES = {int(m): m.name for m in LanguageCode}
+_LANGUAGE_BY_NAME = dict(LanguageCode.__members__)
+_LANGUAGE_BY_NUMBER = {int(m): m for m in LanguageCode}
 _SERIALIZE_NAMES = {int(m): m.name for m in SerializeType}
+_DECODER = json.JSONDecoder()
+_scan_once = _DECODER.scan_once
 
 
 def _enum_name(names: dict[int, str], value: Any, what: str) -> str:
@@ -197,23 +219,39 @@ def _enum_name(names: dict[int, str], value: Any, what: str) -> str:
 
 
 def _json_header_encode(cmd: RemotingCommand) -> bytes:
-    obj: dict[str, Any] = {"code": int(cmd.code)}
-    if cmd.ext_fields:
-        obj["extFields"] = {str(k): str(v) for k, v in cmd.ext_fields.items()}
-    obj["flag"] = int(cmd.flag)
-    obj["language"] = _enum_name(_LANGUAGE_NAMES, cmd.language, "LanguageCode")
-    obj["opaque"] = int(cmd.opaque)
-    if cmd.remark is not None:
-        obj["remark"] = cmd.remark
-    obj["serializeTypeCurrentRPC"] = _enum_name(_SERIALIZE_NAMES, cmd.serialize_type, "SerializeType")
-    obj["version"] = int(cmd.version)
-    return _JSON_ENCODER.encode(obj).encode("utf-8")
+    # Written by hand in fastjson's key order (code, extFields, flag, language, opaque, remark,
+    # serializeTypeCurrentRPC, version): what _JSON_ENCODER.encode of the equivalent dict writes,
+    # without building that dict or the encoder per call.
+    ext = cmd.ext_fields
+    if ext:
+        ext = {str(k): str(v) for k, v in ext.items()}
+        ext_json = "".join(_encode_ext(ext, 0)) if _encode_ext is not None else _JSON_ENCODER.encode(ext)
+        head = f'{{"code":{int(cmd.code)!r},"extFields":{ext_json},"flag":{int(cmd.flag)!r},"language":'
+    else:
+        head = f'{{"code":{int(cmd.code)!r},"flag":{int(cmd.flag)!r},"language":'
+    language = _encode_str(_enum_name(_LANGUAGE_NAMES, cmd.language, "LanguageCode"))
+    serialize = _encode_str(_enum_name(_SERIALIZE_NAMES, cmd.serialize_type, "SerializeType"))
+    remark = cmd.remark
+    if remark is not None:
+        if not isinstance(remark, str):
+            # let the generic encoder render (or refuse) what a str remark never is
+            remark_json = _JSON_ENCODER.encode(remark)
+        else:
+            remark_json = _encode_str(remark)
+        text = (f'{head}{language},"opaque":{int(cmd.opaque)!r},"remark":{remark_json},'
+                f'"serializeTypeCurrentRPC":{serialize},"version":{int(cmd.version)!r}}}')
+    else:
+        text = (f'{head}{language},"opaque":{int(cmd.opaque)!r},'
+                f'"serializeTypeCurrentRPC":{serialize},"version":{int(cmd.version)!r}}}')
+    return text.encode("utf-8")
 
 
 def _as_int(obj: dict[str, Any], key: str, default: int) -> int:
     value = obj.get(key, default)
     if value is None:
         return default
+    if value.__class__ is int and _INT32_MIN <= value <= _INT32_MAX:
+        return value
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise RemotingCommandError(f"JSON header field {key!r} is not an int: {value!r}")
     try:
@@ -225,26 +263,51 @@ def _as_int(obj: dict[str, Any], key: str, default: int) -> int:
     return number
 
 
+def _json_loads(header: bytes) -> Any:
+    text = header.decode("utf-8")
+    try:
+        # the C scanner straight away; anything it does not take whole (surrounding whitespace,
+        # errors) goes through json.loads for the same result or error as before
+        obj, end = _scan_once(text, 0)
+        if end == len(text):
+            return obj
+    except StopIteration:
+        pass
+    return json.loads(text)
+
+
 def _json_header_decode(header: bytes) -> RemotingCommand:
     try:
-        obj = json.loads(header.decode("utf-8"))
+        obj = _json_loads(header)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise RemotingCommandError(f"invalid JSON header: {exc}") from None
     if not isinstance(obj, dict):
         raise RemotingCommandError("invalid JSON header: not an object")
     language_raw = obj.get("language", "JAVA")
-    if isinstance(language_raw, str) and language_raw in LanguageCode.__members__:
-        language = LanguageCode[language_raw]
-    elif isinstance(language_raw, int) and not isinstance(language_raw, bool) and language_raw in set(LanguageCode):
-        language = LanguageCode(language_raw)
-    else:
-        raise RemotingCommandError(f"unknown language {language_raw!r}")
+    language = _LANGUAGE_BY_NAME.get(language_raw) if isinstance(language_raw, str) else None
+    if language is None:
+        if isinstance(language_raw, int) and not isinstance(language_raw, bool) \
+                and language_raw in _LANGUAGE_BY_NUMBER:
+            language = _LANGUAGE_BY_NUMBER[language_raw]
+        else:
+            raise RemotingCommandError(f"unknown language {language_raw!r}")
     remark = obj.get("remark")
     if remark is not None and not isinstance(remark, str):
         raise RemotingCommandError(f"JSON header remark is not a string: {remark!r}")
     raw_ext = obj.get("extFields") or {}
     if not isinstance(raw_ext, dict):
         raise RemotingCommandError("JSON header extFields is not an object")
+    ext: dict[str, str] = raw_ext
+    for v in raw_ext.values():
+        if v.__class__ is not str:
+            ext = _ext_to_strings(raw_ext)  # only what a Java encoder never writes gets here
+            break
+    return RemotingCommand(code=_as_int(obj, "code", 0), language=language,
+                           version=_as_int(obj, "version", 0), opaque=_as_int(obj, "opaque", 0),
+                           flag=_as_int(obj, "flag", 0), remark=remark, ext_fields=ext)
+
+
+def _ext_to_strings(raw_ext: dict[str, Any]) -> dict[str, str]:
     ext: dict[str, str] = {}
     for k, v in raw_ext.items():
         if v is None:
@@ -255,9 +318,7 @@ def _json_header_decode(header: bytes) -> RemotingCommand:
             ext[k] = str(v)
         else:
             raise RemotingCommandError(f"extFields[{k!r}] is not a scalar")
-    return RemotingCommand(code=_as_int(obj, "code", 0), language=language,
-                           version=_as_int(obj, "version", 0), opaque=_as_int(obj, "opaque", 0),
-                           flag=_as_int(obj, "flag", 0), remark=remark, ext_fields=ext)
+    return ext
 
 
 # ---- ROCKETMQ binary header (RocketMQSerializable) ---------------------------------------------

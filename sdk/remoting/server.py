@@ -33,7 +33,6 @@ class RemotingServer:
         self._processors = ProcessorTable()
         self._server: asyncio.base_events.Server | None = None
         self._channels: set[Channel] = set()
-        self._serve_tasks: set[asyncio.Task[None]] = set()
         self._connect_listeners: list[Callable[[Channel], object]] = []
         self.port = port
 
@@ -52,15 +51,18 @@ class RemotingServer:
         return frozenset(self._channels)
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self._requested_port,
-                                                  backlog=1024, reuse_address=True)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_channel, self.host, self._requested_port,
+                                                backlog=1024, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("remoting server listening on %s:%s", self.host, self.port)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        channel = Channel(reader, writer, self._processors, max_frame_size=self._max_frame_size,
-                          max_concurrent_requests=self._max_concurrent_requests,
-                          max_idle_seconds=self._max_idle_seconds)
+    def _new_channel(self) -> Channel:
+        return Channel(self._processors, max_frame_size=self._max_frame_size,
+                       max_concurrent_requests=self._max_concurrent_requests,
+                       max_idle_seconds=self._max_idle_seconds, on_connected=self._accept)
+
+    def _accept(self, channel: Channel) -> None:
         self._channels.add(channel)
         channel.on_close(self._channels.discard)
         for listener in self._connect_listeners:
@@ -68,15 +70,6 @@ class RemotingServer:
                 listener(channel)
             except Exception:
                 log.exception("connect listener failed for %s", channel.remote_address)
-        task = asyncio.current_task()
-        if task is not None:
-            self._serve_tasks.add(task)
-        try:
-            await channel.serve()
-        finally:
-            if task is not None:
-                self._serve_tasks.discard(task)
-            await channel.close()
 
     async def close(self) -> None:
         if self._server is not None:

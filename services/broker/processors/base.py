@@ -64,9 +64,12 @@ class Fields:
                 return default
             raise _missing(name)
         try:
-            if isinstance(value, bool):
+            if value.__class__ is str:
+                number = int(value.strip(), 10)
+            elif isinstance(value, bool):
                 raise ValueError
-            number = int(str(value).strip(), 10)
+            else:
+                number = int(str(value).strip(), 10)
         except (TypeError, ValueError):
             raise RequestError(ResponseCode.SYSTEM_ERROR,
                                f"the custom field <{name}> type is not {kind}: {str(value)[:64]!r}") from None
