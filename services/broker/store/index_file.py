@@ -20,9 +20,10 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Sequence
 from datetime import datetime
 
-from orbitmq.common.java_hash import java_string_hash
+from orbitmq.common.java_hash import java_string_hash, java_string_hash_u32, pow31  # noqa: F401 (re-export)
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,16 @@ _HEADER = struct.Struct(">qqqqii")
 _SLOT = struct.Struct(">i")
 _ITEM = struct.Struct(">iqii")
 _INT_MAX = 0x7FFFFFFF
+# Bound methods, looked up once: put_hashes runs for every stored record.
+_slot_unpack_from = _SLOT.unpack_from
+_slot_pack_into = _SLOT.pack_into
+_item_pack_into = _ITEM.pack_into
+_header_pack_into = _HEADER.pack_into
+# IndexKeyHasher splits keys up to this long; 31**n mod 2**32 for each such n.
+_MEMO_MAX_LEN = 256
+_POW31 = [pow31(n) for n in range(_MEMO_MAX_LEN + 1)]
+# Two ASCII chars -> their hash; at most 128**2 entries, shared by every hasher.
+_TAILS: dict[str, int] = {}
 
 # Header field offsets, as IndexHeader lays them out.
 BEGIN_TIMESTAMP_POS = 0
@@ -47,10 +58,74 @@ INDEX_COUNT_POS = 36
 
 def index_key_hash(key: str) -> int:
     """IndexFile.indexKeyHashMethod: abs(hashCode), with Integer.MIN_VALUE (whose abs overflows) -> 0."""
-    h = java_string_hash(key)
-    if h == -0x80000000:
-        return 0
-    return abs(h)
+    return abs_java_hash(java_string_hash_u32(key))
+
+
+def abs_java_hash(h: int) -> int:
+    """Math.abs of the signed int whose bits are the unsigned ``h``; Integer.MIN_VALUE -> 0.
+
+    For h >= 2**31 the signed value is h - 2**32, so its abs is 2**32 - h, which ``-h & INT_MAX``
+    yields, and 2**31 itself (MIN_VALUE) comes out as 0.
+    """
+    return h if h < 0x80000000 else -h & 0x7FFFFFFF
+
+
+class IndexKeyHasher:
+    """index_key_hash(topic + "#" + key) without hashing the whole key string each time.
+
+    hashCode is a polynomial, so for an ASCII key of n chars
+    ``hash(topic#key) = hash(topic#) * 31**n + hash(key[:-2]) * 31**2 + hash(key[-2:])`` (mod 2**32).
+    Each part is memoised: topics are few, and keys share heads - a UNIQ_KEY is a fixed
+    per-producer prefix, the millisecond and a counter, so consecutive messages differ only in
+    their last chars; the two-char tails of ASCII keys are at most 128**2. The tables only hold
+    exact values, so a lost update between threads merely costs a recomputation.
+    """
+
+    # Bounds (a table is refilled from scratch when it gets this big): at most 64 Ki heads.
+    MAX_TOPICS = 64
+    MAX_HEADS = 1024
+
+    def __init__(self) -> None:
+        # topic -> {key[:-2] -> hash(topic#key[:-2]) * 31**2}, all unsigned.
+        self._heads: dict[str, dict[str, int]] = {}
+        self._prefixes: dict[str, int] = {}  # topic -> hash(topic#), unsigned
+
+    def key_hash(self, topic: str, key: str) -> int:
+        """index_key_hash(build_key(topic, key))."""
+        n = len(key)
+        if n <= 2 or n > _MEMO_MAX_LEN or not key.isascii():
+            return index_key_hash(topic + "#" + key)
+        heads = self._heads.get(topic)
+        if heads is None:
+            heads = self._new_topic(topic)
+        head = key[:-2]
+        base = heads.get(head)
+        if base is None:
+            base = self._new_head(topic, heads, head)
+        tail = key[-2:]
+        tt = _TAILS.get(tail)
+        if tt is None:
+            tt = _TAILS[tail] = ord(tail[0]) * 31 + ord(tail[1])
+        h = (base + tt) & 0xFFFFFFFF
+        return h if h < 0x80000000 else -h & 0x7FFFFFFF
+
+    def _new_topic(self, topic: str) -> dict[str, int]:
+        if len(self._heads) >= self.MAX_TOPICS:
+            self._heads.clear()
+            self._prefixes.clear()
+        self._prefixes[topic] = java_string_hash_u32(topic + "#")
+        heads = self._heads[topic] = {}
+        return heads
+
+    def _new_head(self, topic: str, heads: dict[str, int], head: str) -> int:
+        """hash(topic#head) * 31**2: what the hash of the two tail chars is added to."""
+        if len(heads) >= self.MAX_HEADS:
+            heads.clear()
+        prefix = self._prefixes.get(topic)
+        if prefix is None:  # the tables were cleared by another thread in between
+            prefix = java_string_hash_u32(topic + "#")
+        base = heads[head] = (prefix * _POW31[len(head) + 2] + java_string_hash_u32(head) * 961) & 0xFFFFFFFF
+        return base
 
 
 def index_file_name(ts_ms: int) -> str:
@@ -158,38 +233,73 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Append one item and make it the head of its slot's chain; False when the file is full."""
-        if self.index_count >= self.index_num:
-            return False
-        key_hash = index_key_hash(key)
-        abs_slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
-        mm = self._mm
-        (slot_value,) = _SLOT.unpack_from(mm, abs_slot_pos)
-        if slot_value <= INVALID_INDEX or slot_value > self.index_count:
-            slot_value = INVALID_INDEX
+        return self.put_hashes((index_key_hash(key),), phy_offset, store_timestamp) == 1
 
-        if self.begin_timestamp <= 0 or self.index_count <= 1:
-            # The first item defines beginTimestamp, so its own diff is 0. (Upstream measures it
-            # against the previous file's end time and then moves beginTimestamp, which puts the
-            # first item of a rolled file a little later in time than it was stored.)
+    def put_hashes(self, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int) -> int:
+        """Append one item per key hash of one record, in order; returns how many fit.
+
+        Each item is written before its slot, and the header once, after the last item, so the
+        header never counts an item that is not in the file: a crash in between leaves the
+        record's items at and past the header's indexCount, just as a crash inside a one-key
+        put always could (and abnormal recovery rebuilds such a file from the CommitLog).
+        """
+        index_count = self.index_count
+        room = self.index_num - index_count
+        if room <= 0 or not key_hashes:
+            return 0
+        if room < len(key_hashes):
+            key_hashes = key_hashes[:room]
+        begin_timestamp = self.begin_timestamp
+        if index_count <= 1:
+            # The first item defines beginTimestamp, so its own diff is 0, and so are those of
+            # the record's other keys. (Upstream measures the first item against the previous
+            # file's end time and then moves beginTimestamp, which puts the first item of a
+            # rolled file a little later in time than it was stored.)
+            time_diff = 0
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = begin_timestamp = store_timestamp
+        elif begin_timestamp <= 0:
             time_diff = 0
         else:
-            time_diff = int((store_timestamp - self.begin_timestamp) / 1000)  # Java truncates
-            time_diff = min(max(time_diff, 0), _INT_MAX)
-
-        abs_index_pos = self._items_pos + self.index_count * INDEX_SIZE
-        _ITEM.pack_into(mm, abs_index_pos, key_hash, phy_offset, time_diff, slot_value)
-        _SLOT.pack_into(mm, abs_slot_pos, self.index_count)
-
-        if self.index_count <= 1:
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        if slot_value == INVALID_INDEX:
-            self.hash_slot_count += 1
-        self.index_count += 1
+            # Java's truncating (diff / 1000), clamped to [0, Integer.MAX_VALUE]: below 1 s
+            # (negative included) it is 0, and for positive diffs truncation is floor.
+            diff_ms = store_timestamp - begin_timestamp
+            if diff_ms < 1000:
+                time_diff = 0
+            else:
+                time_diff = diff_ms // 1000
+                if time_diff > _INT_MAX:
+                    time_diff = _INT_MAX
+        mm = self._mm
+        slot_num = self.hash_slot_num
+        item_pos = self._items_pos + index_count * INDEX_SIZE
+        new_slots = 0
+        for key_hash in key_hashes:
+            abs_slot_pos = INDEX_HEADER_SIZE + (key_hash % slot_num) * HASH_SLOT_SIZE
+            (slot_value,) = _slot_unpack_from(mm, abs_slot_pos)
+            if slot_value <= INVALID_INDEX or slot_value > index_count:
+                slot_value = INVALID_INDEX
+                new_slots += 1
+            _item_pack_into(mm, item_pos, key_hash, phy_offset, time_diff, slot_value)
+            _slot_pack_into(mm, abs_slot_pos, index_count)
+            index_count += 1
+            item_pos += INDEX_SIZE
+        if new_slots:
+            self.hash_slot_count += new_slots
+        self.index_count = index_count
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
-        self._write_header()
-        return True
+        _header_pack_into(
+            mm,
+            0,
+            begin_timestamp,
+            store_timestamp,
+            self.begin_phy_offset,
+            phy_offset,
+            self.hash_slot_count,
+            index_count,
+        )
+        return len(key_hashes)
 
     # ---- read ----------------------------------------------------------------------------
     def is_time_matched(self, begin: int, end: int) -> bool:

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from orbitmq.broker.store.dispatch import DispatchRequest
-from orbitmq.broker.store.index_file import IndexFile, IndexFileError, index_file_name, now_ms
+from orbitmq.broker.store.index_file import IndexFile, IndexFileError, IndexKeyHasher, index_file_name, now_ms
 from orbitmq.common import sysflag
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,7 @@ _INDEX_FILE_NAME = re.compile(r"^\d{17}$")
 DEFAULT_MAX_MSGS_NUM_BATCH = 64  # MessageStoreConfig.maxMsgsNumBatch
 # sysflag.get_transaction_value, inlined: build_index runs once per stored record.
 _TRANSACTION_MASK = sysflag.TRANSACTION_ROLLBACK_TYPE
+_ROLLBACK = sysflag.TRANSACTION_ROLLBACK_TYPE
 
 
 @dataclass(slots=True)
@@ -66,6 +67,7 @@ class IndexService:
         # indexMsgTimestamp only ever moves forward over files that are really on disk.
         self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="FlushIndexFileThread")
         self._last_file_name = ""
+        self._hasher = IndexKeyHasher()
 
     # ---- startup -------------------------------------------------------------------------
     def load(self, last_exit_ok: bool, index_msg_timestamp: int | None = None) -> bool:
@@ -112,35 +114,48 @@ class IndexService:
     # ---- write ---------------------------------------------------------------------------
     def build_index(self, req: DispatchRequest) -> None:
         """Index `topic#UNIQ_KEY` and `topic#key` for each key in KEYS (rollback records skipped)."""
-        if not req.success:
+        if not req.success or (req.sys_flag & _TRANSACTION_MASK) == _ROLLBACK:
             return
-        if (req.sys_flag & _TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK_TYPE:
-            return
+        uniq_key = req.uniq_key
         keys_str = req.keys
-        keys = [k for k in keys_str.split(KEY_SEPARATOR) if k] if keys_str else ()
-        if req.uniq_key is None and not keys:
+        # Hashed before taking the lock; the hasher's memo tables tolerate concurrent callers.
+        key_hash = self._hasher.key_hash
+        if keys_str:
+            topic = req.topic
+            key_hashes = [key_hash(topic, k) for k in keys_str.split(KEY_SEPARATOR) if k]
+            if uniq_key:
+                key_hashes.insert(0, key_hash(topic, uniq_key))
+            elif uniq_key is None and not key_hashes:
+                return
+        elif uniq_key:
+            key_hashes = [key_hash(req.topic, uniq_key)]
+        elif uniq_key is None:
             return
-        with self._lock:
-            try:
+        else:
+            key_hashes = []  # still picks (or rolls) the file, as indexing no key always did
+        offset = req.commit_log_offset
+        lock = self._lock
+        lock.acquire()  # not `with`: this runs for every stored record and acquire/release is cheaper
+        try:
+            files = self._files
+            index_file = files[-1] if files else None
+            if index_file is None or index_file.index_count >= index_file.index_num:
                 index_file = self._get_and_create_last_file()
-                # A record already indexed (re-dispatch after recovery) is not indexed twice.
-                if req.commit_log_offset < index_file.end_phy_offset:
-                    return
-                if req.uniq_key:
-                    index_file = self._put_key(index_file, req, build_key(req.topic, req.uniq_key))
-                for key in keys:
-                    index_file = self._put_key(index_file, req, build_key(req.topic, key))
-            except OSError:
-                # Upstream's retryGetAndCreateIndexFile gives up the same way: flag and stop.
-                log.exception("cannot create index file under %s; marking index file error", self.store_path)
-                if self.running_flags is not None:
-                    self.running_flags.make_index_file_error()
-
-    def _put_key(self, index_file: IndexFile, req: DispatchRequest, key: str) -> IndexFile:
-        while not index_file.put_key(key, req.commit_log_offset, req.store_timestamp):
-            log.info("index file %s is full, rolling to a new one", index_file.file_name)
-            index_file = self._get_and_create_last_file()
-        return index_file
+            # A record already indexed (re-dispatch after recovery) is not indexed twice.
+            if offset < index_file.end_phy_offset:
+                return
+            done = index_file.put_hashes(key_hashes, offset, req.store_timestamp)
+            while done < len(key_hashes):
+                log.info("index file %s is full, rolling to a new one", index_file.file_name)
+                index_file = self._get_and_create_last_file()
+                done += index_file.put_hashes(key_hashes[done:], offset, req.store_timestamp)
+        except OSError:
+            # Upstream's retryGetAndCreateIndexFile gives up the same way: flag and stop.
+            log.exception("cannot create index file under %s; marking index file error", self.store_path)
+            if self.running_flags is not None:
+                self.running_flags.make_index_file_error()
+        finally:
+            lock.release()
 
     def _get_and_create_last_file(self) -> IndexFile:
         if self._files and not self._files[-1].is_write_full():
