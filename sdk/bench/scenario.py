@@ -31,12 +31,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_local(data_dir: str, one_process: bool = False) -> tuple[subprocess.Popen, str]:
+def start_local(data_dir: str, one_process: bool = False, pin_cpus: bool = False) -> tuple[subprocess.Popen, str]:
     ports = [_free_port() for _ in range(3)]
     proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "local", "--data-dir", data_dir,
                              "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]),
                              "--proxy-port", str(ports[2]), "--log-level", "ERROR",
-                             *(["--one-process"] if one_process else [])],
+                             *(["--one-process"] if one_process else []),
+                             *(["--pin-cpus"] if pin_cpus else [])],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -112,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-w", "--concurrency", type=int, default=8, help="in-flight batch requests")
     parser.add_argument("--one-process", action="store_true",
                         help="run `orbitmq local --one-process` (broker on the proxy's event loop)")
+    parser.add_argument("--pin-cpus", action="store_true",
+                        help="run `orbitmq local --pin-cpus` (proxy and broker each on a CPU of their own)")
     args = parser.parse_args(list(argv or []))
 
     print(f"== load average before the run: {_load_average()} ({os.cpu_count()} CPUs)", flush=True)
@@ -128,8 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_summary(f"baseline single message at {args.rate:.0f}/s", base_single), flush=True)
 
     mode = "broker on the proxy's event loop" if args.one_process else "broker in its own process"
+    if args.pin_cpus and not args.one_process:
+        mode += ", --pin-cpus"
     with tempfile.TemporaryDirectory(prefix="orbitmq-bench-") as data_dir:
-        proc, endpoint = start_local(data_dir, args.one_process)
+        proc, endpoint = start_local(data_dir, args.one_process, args.pin_cpus)
         try:
             print(f"== orbitmq local at {endpoint} (ASYNC_FLUSH, {mode}, data in {data_dir})", flush=True)
             # Latency runs first: the batch run leaves the broker a dispatch backlog to work off.

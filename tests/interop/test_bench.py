@@ -26,3 +26,18 @@ def test_bench_producer_consumer_and_baseline(cluster: Cluster) -> None:
     assert consumed["p99_ms"] >= consumed["p50_ms"] > 0
     base = _bench("baseline", "-b", "8", "-w", "4", "-d", "1")
     assert base["messages"] > 0 and base["errors"] == 0
+
+
+def test_bench_all_runs_every_scenario_and_prints_the_goals() -> None:
+    """`orbitmq bench all` on its own local cluster (pinned layout), each measurement cut to 1 s."""
+    run = subprocess.run([sys.executable, "-m", "orbitmq", "bench", "all", "-d", "1", "--rate", "200", "--pin-cpus"],
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    out = run.stdout
+    assert "broker in its own process, --pin-cpus" in out
+    for line in ("baseline batch 32:", "producer single message at 200/s:", "e2e consumer:", "producer batch 32:"):
+        assert line in out, out
+        assert " 0 errors" in out.split(line, 1)[1].splitlines()[0], out
+    assert "producer batch-32 throughput = " in out
+    assert "single-message send p99 = " in out
+    assert "end-to-end p99 = " in out
