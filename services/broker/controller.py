@@ -333,15 +333,21 @@ class BrokerController:
         inner = MessageExtBrokerInner
         out = []
         append = out.append
+        # A batch's messages mostly share their tag: its hash code is computed once per run.
+        last_tags = None
+        tags_code = 0
         for flag, body, properties, props_s in items:
             if props_s is None:
                 props_s = properties_to_string(properties) if properties else ""
                 parsed = None
             else:
-                parsed = (props_s, dict(properties))
+                parsed = (props_s, properties.copy())
             tags = properties.get(_TAGS)
+            if tags != last_tags:
+                last_tags = tags
+                tags_code = tags_hash_code(tags) if tags else 0
             # Positional, in field order, as in new_inner_message.
-            append(inner(topic, queue_id, body, flag, properties, props_s, tags_hash_code(tags) if tags else 0,
+            append(inner(topic, queue_id, body, flag, properties, props_s, tags_code,
                          born_timestamp, host, None, reconsume_times, sys_flag, 0, 0, 0, parsed))
         return out
 

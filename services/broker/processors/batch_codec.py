@@ -8,7 +8,7 @@ big-endian. Topic and queue come from the request header, so they are not repeat
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _HEAD = struct.Struct(">iiiii")
 _SHORT = struct.Struct(">h")
@@ -18,18 +18,19 @@ class BatchDecodeError(ValueError):
     pass
 
 
-@dataclass(slots=True)
-class BatchItem:
+class BatchItem(NamedTuple):
     flag: int
     body: bytes
     properties: str
 
 
-def decode_batch(data: bytes) -> list[BatchItem]:
+def decode_batch(data: bytes) -> list[tuple[int, bytes, str]]:
+    """The (flag, body, properties) of each message, as plain tuples (equal to the BatchItems
+    they were encoded from): the broker only unpacks them, and a tuple is the cheapest to build."""
     # Slices of the bytes object itself: one copy per body, no memoryview round trips.
     if not isinstance(data, bytes):
         data = bytes(data)
-    items: list[BatchItem] = []
+    items: list[tuple[int, bytes, str]] = []
     append = items.append
     unpack_head = _HEAD.unpack_from
     unpack_short = _SHORT.unpack_from
@@ -56,7 +57,7 @@ def decode_batch(data: bytes) -> list[BatchItem]:
             properties = data[cursor:end].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BatchDecodeError(f"batch message properties are not UTF-8: {exc}") from None
-        append(BatchItem(flag, body, properties))
+        append((flag, body, properties))
         pos = end
     if not items:
         raise BatchDecodeError("batch body holds no message")

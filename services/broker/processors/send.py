@@ -248,25 +248,26 @@ class SendMessageProcessor:
         # depend on the message is looked up once per batch. The properties size check cannot
         # fail here: decode_batch read each length from a non-negative 2-byte field, so it is
         # at most PROPERTIES_MAX_LENGTH bytes, and the string is not encoded again to count it.
-        check_transaction = self._check_transaction
+        # _check_transaction refuses only while rejectTransactionMessage is on: skip the call otherwise.
+        check_transaction = self._check_transaction if self.broker.config.reject_transaction_message else None
         transactional = get_transaction_value(sys_flag) == TRANSACTION_PREPARED_TYPE
         accepted = []
         append = accepted.append
-        for item in items:
-            item_body, properties = item.body, item.properties
+        for flag, item_body, properties in items:
             if len(item_body) > max_size:
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL,
                                    f"the message body size {len(item_body)} is over the limit {max_size}")
             # Parsed once: the dict for the checks and dispatch; a canonical string is stored
             # as it came, as RocketMQ's encodeBatch copies the properties bytes.
             props, exact = parse_properties_exact(properties)
-            check_transaction(props)
+            if check_transaction is not None:
+                check_transaction(props)
             if transactional:
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support transaction")
             if props.get(_DELAY_LEVEL, "0") not in ("", "0"):
                 # The delay redirect rewrites one message at a time; upstream refuses delayed batches.
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay message")
-            append((item.flag, item_body, props, properties if exact and props else None))
+            append((flag, item_body, props, properties if exact and props else None))
         # Built once every message passed its checks (nothing is observable in between).
         inners = self.broker.new_batch_inner_messages(
             topic=header.topic, queue_id=queue_id, sys_flag=sys_flag, born_timestamp=header.born_timestamp,

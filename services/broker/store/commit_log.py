@@ -400,6 +400,10 @@ class CommitLog:
 
     def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
         """Append all records or none, in one lock; a batch may span segments."""
+        if len(msgs) > 1:
+            result = self._put_uniform(msgs)
+            if result is not None:
+                return result
         items = []
         store_addr, store_v6, store_port = self.store_addr, self.store_v6, self.store_port
         own_host = self.store_host
@@ -424,6 +428,152 @@ class CommitLog:
         with self.put_message_lock:
             try:
                 return self._append_locked(items)
+            finally:
+                self.begin_time_in_lock = 0
+
+    def _put_uniform(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult | None:
+        """put_messages for a batch whose messages share one topic, queue, sysFlag, born host
+        and time, reconsume times and prepared offset (the very same objects, as one
+        SEND_BATCH_MESSAGE builds them): what they share is checked and laid out once, and the
+        records are written straight from the messages (RocketMQ's encodeBatch).
+
+        None, before anything is written or counted, whenever the batch is not like that or
+        anything is unusual (a new topic or born host, a field or size out of range, a segment
+        rollover): put_messages then takes its general path, which reports the precise result.
+        """
+        m0 = msgs[0]
+        topic = m0.topic
+        queue_id = m0.queue_id
+        sys_flag = m0.sys_flag
+        born_ts = m0.born_timestamp
+        born_host = m0.born_host
+        reconsume = m0.reconsume_times
+        prepared = m0.prepared_transaction_offset
+        store_host = m0.store_host
+        if store_host is not None and store_host != self.store_host:
+            return None
+        try:
+            topic_field = self._topic_fields.get(topic)
+            born = self._born_hosts.get(born_host)
+        except TypeError:  # an unhashable topic or host
+            return None
+        if (topic_field is None or born is None or type(queue_id) is not int or not 0 <= queue_id <= _INT_MAX
+                or type(sys_flag) is not int or not _INT_MIN <= sys_flag <= _INT_MAX
+                or type(reconsume) is not int or not _INT_MIN <= reconsume <= _INT_MAX
+                or type(born_ts) is not int or not _LONG_MIN <= born_ts <= _LONG_MAX
+                or type(prepared) is not int or not _LONG_MIN <= prepared <= _LONG_MAX):
+            return None
+        born_addr, born_port, host_bits, hs, fixed = born
+        if not 0 <= born_port <= 0xFFFF:
+            return None
+        fixed += len(topic_field)
+        max_body = self.max_body_size
+        max_record = self.max_message_size
+        max_fit = self.file_size - END_FILE_MIN_BLANK_LENGTH
+        short_pack = _SHORT.pack
+        crc32 = _crc32
+        # Pass 1: check and lay out every record; nothing is written yet.
+        recs = []
+        add = recs.append
+        batch_bytes = 0
+        for m in msgs:
+            if (m.topic is not topic or m.queue_id is not queue_id or m.sys_flag is not sys_flag
+                    or m.born_timestamp is not born_ts or m.born_host is not born_host
+                    or m.reconsume_times is not reconsume or m.prepared_transaction_offset is not prepared
+                    or m.store_host is not store_host):
+                return None
+            flag = m.flag
+            body = m.body
+            if (type(flag) is not int or not _INT_MIN <= flag <= _INT_MAX
+                    or not isinstance(body, (bytes, bytearray, memoryview))):
+                return None
+            props_s = m.properties_string
+            if not props_s and m.properties:
+                props_s = m.encoded_properties()
+            props_b = props_s.encode("utf-8")
+            lp = len(props_b)
+            lb = len(body)
+            total = fixed + lb + lp
+            if lp > MAX_PROPERTIES_LENGTH or lb > max_body or total > max_record or total > max_fit:
+                return None
+            crc = crc32(body) & 0x7FFFFFFF
+            m.body_crc = crc
+            add((m, total, crc, flag, body, short_pack(lp) + props_b, props_s))
+            batch_bytes += total
+        sflag = (sys_flag & ~_V6_BITS) | host_bits
+        tran = sflag & _TRAN_MASK
+        key = None if tran == _TRAN_PREPARED or tran == _TRAN_ROLLBACK else (topic, queue_id)
+        handoff = self.handoff
+        if handoff is not None and len(handoff) + len(recs) > HANDOFF_MAX:
+            handoff = None
+        scheduled = topic == RMQ_SYS_SCHEDULE_TOPIC and self.delivery_time_of is not None
+        store_addr = self.store_addr
+        store_port = self.store_port
+        prefix = self._store_id_prefix
+        pack = hs.pack
+        table = self.topic_queue_table
+        with self.put_message_lock:
+            try:
+                files = self.mapped_file_queue.mapped_files
+                mf = files[-1] if files else None
+                if mf is None or mf.wrote_position + batch_bytes > max_fit:
+                    return None  # no open segment, or the batch rolls over: the general path
+                now = _now_ms()
+                if now < self._last_store_timestamp:
+                    now = self._last_store_timestamp  # never let store time go backwards in log order
+                else:
+                    self._last_store_timestamp = now
+                self.begin_time_in_lock = now
+                start = pos = mf.wrote_position
+                base = mf.file_from_offset
+                first_logic = qoff = table.get(key, 0) if key is not None else 0
+                parts: list = []
+                extend = parts.extend
+                ids: list[str] = []
+                offsets: list[tuple[int, int]] = []
+                requests: list[DispatchRequest] = []
+                last_tags = None
+                tags_code = 0
+                for m, total, crc, flag, body, tail, props_s in recs:
+                    phy = base + pos
+                    extend((pack(total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, qoff, phy, sflag, born_ts, born_addr,
+                                 born_port, now, store_addr, store_port, reconsume, prepared, len(body)),
+                            body, topic_field, tail))
+                    m.store_timestamp = now
+                    ids.append(f"{prefix}{phy:016X}")
+                    offsets.append((phy, qoff))
+                    if handoff is not None:
+                        if scheduled:
+                            requests.append(self._dispatch_request(m, props_s, topic, queue_id, phy, total, now,
+                                                                   qoff, sflag))
+                        else:
+                            parsed = m.parsed_properties
+                            if parsed is not None and parsed[0] is props_s:
+                                props = parsed[1]
+                            else:
+                                props = _parse_properties(props_s) if props_s else {}
+                            tags = props.get(_TAGS)
+                            if tags != last_tags:  # a batch's messages mostly share their tag
+                                last_tags = tags
+                                tags_code = tags_hash_code(tags) if tags else 0
+                            requests.append(DispatchRequest(
+                                topic, queue_id, phy, total, tags_code, now, qoff,
+                                props.get(_KEYS, ""), props.get(_UNIQ_KEY), sflag, prepared, props))
+                    pos += total
+                    if key is not None:
+                        qoff += 1
+                mf.mm[start:pos] = b"".join(parts)
+                if key is not None:
+                    table[key] = qoff
+                mf.wrote_position = pos
+                mf.store_timestamp = now
+                if handoff is not None:
+                    handoff.extend(requests)
+                self.put_message_times_total += len(recs)
+                self.put_message_size_total += batch_bytes
+                result = AppendMessageResult(AppendMessageStatus.PUT_OK, base + start, batch_bytes, ",".join(ids),
+                                             now, first_logic, len(recs), offsets)
+                return PutMessageResult(PutMessageStatus.PUT_OK, result)
             finally:
                 self.begin_time_in_lock = 0
 

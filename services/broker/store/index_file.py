@@ -235,13 +235,16 @@ class IndexFile:
         """Append one item and make it the head of its slot's chain; False when the file is full."""
         return self.put_hashes((index_key_hash(key),), phy_offset, store_timestamp) == 1
 
-    def put_hashes(self, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int) -> int:
+    def put_hashes(self, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int,
+                   write_header: bool = True) -> int:
         """Append one item per key hash of one record, in order; returns how many fit.
 
         Each item is written before its slot, and the header once, after the last item, so the
         header never counts an item that is not in the file: a crash in between leaves the
         record's items at and past the header's indexCount, just as a crash inside a one-key
         put always could (and abnormal recovery rebuilds such a file from the CommitLog).
+        ``write_header=False`` leaves the header to a later write_header() (after the last
+        record of a run): the same bytes once it is written, one pack per run instead of per record.
         """
         index_count = self.index_count
         room = self.index_num - index_count
@@ -289,17 +292,23 @@ class IndexFile:
         self.index_count = index_count
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
-        _header_pack_into(
-            mm,
-            0,
-            begin_timestamp,
-            store_timestamp,
-            self.begin_phy_offset,
-            phy_offset,
-            self.hash_slot_count,
-            index_count,
-        )
+        if write_header:
+            _header_pack_into(
+                mm,
+                0,
+                begin_timestamp,
+                store_timestamp,
+                self.begin_phy_offset,
+                phy_offset,
+                self.hash_slot_count,
+                index_count,
+            )
         return len(key_hashes)
+
+    def write_header(self) -> None:
+        """The header put_hashes writes, from the current counters (after put_hashes(write_header=False))."""
+        _header_pack_into(self._mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                          self.end_phy_offset, self.hash_slot_count, self.index_count)
 
     # ---- read ----------------------------------------------------------------------------
     def is_time_matched(self, begin: int, end: int) -> bool:

@@ -157,6 +157,78 @@ class IndexService:
         finally:
             lock.release()
 
+    def build_index_many(self, reqs: list[DispatchRequest],
+                         failed: Callable[[DispatchRequest], None] | None = None) -> None:
+        """build_index for each request, in order, under one lock acquisition; each file's
+        header is written once, after the run's last item in it (and before a rollover hands
+        the full file to the flusher), so it never counts an item that is not written yet.
+
+        ``failed(req)`` is called inside the handler of an exception build_index would have
+        raised for ``req`` (the reput service logs it as for a single dispatch); the run goes on.
+        """
+        key_hash = self._hasher.key_hash
+        dirty: IndexFile | None = None  # the file whose header is owed
+        lock = self._lock
+        lock.acquire()
+        try:
+            for req in reqs:
+                try:
+                    if not req.success or (req.sys_flag & _TRANSACTION_MASK) == _ROLLBACK:
+                        continue
+                    uniq_key = req.uniq_key
+                    keys_str = req.keys
+                    if keys_str:
+                        topic = req.topic
+                        key_hashes = [key_hash(topic, k) for k in keys_str.split(KEY_SEPARATOR) if k]
+                        if uniq_key:
+                            key_hashes.insert(0, key_hash(topic, uniq_key))
+                        elif uniq_key is None and not key_hashes:
+                            continue
+                    elif uniq_key:
+                        key_hashes = [key_hash(req.topic, uniq_key)]
+                    elif uniq_key is None:
+                        continue
+                    else:
+                        key_hashes = []
+                    offset = req.commit_log_offset
+                    files = self._files
+                    index_file = files[-1] if files else None
+                    if index_file is None or index_file.index_count >= index_file.index_num:
+                        if dirty is not None:
+                            dirty.write_header()
+                            dirty = None
+                        index_file = self._get_and_create_last_file()
+                    if offset < index_file.end_phy_offset:
+                        continue
+                    ts = req.store_timestamp
+                    done = index_file.put_hashes(key_hashes, offset, ts, False)
+                    if done:
+                        dirty = index_file
+                    while done < len(key_hashes):
+                        log.info("index file %s is full, rolling to a new one", index_file.file_name)
+                        if dirty is not None:
+                            dirty.write_header()
+                            dirty = None
+                        index_file = self._get_and_create_last_file()
+                        n = index_file.put_hashes(key_hashes[done:], offset, ts, False)
+                        if n:
+                            dirty = index_file
+                        done += n
+                except OSError:
+                    log.exception("cannot create index file under %s; marking index file error", self.store_path)
+                    if self.running_flags is not None:
+                        self.running_flags.make_index_file_error()
+                except Exception:
+                    if failed is None:
+                        raise
+                    failed(req)
+        finally:
+            try:
+                if dirty is not None:
+                    dirty.write_header()
+            finally:
+                lock.release()
+
     def _get_and_create_last_file(self) -> IndexFile:
         if self._files and not self._files[-1].is_write_full():
             return self._files[-1]

@@ -238,6 +238,7 @@ class MessageStore:
         rs.dispatchers = [self._dispatch_consume_queue]
         if self.index_service is not None:
             rs.dispatchers.append(self.index_service.build_index)
+            rs.run_dispatchers = {self.index_service.build_index: self.index_service.build_index_many}
         rs.dispatchers.extend(self._extra_dispatchers)
         rs.arrival_listeners = list(self._arrival_listeners)
 

@@ -24,6 +24,9 @@ from orbitmq.broker.store.dispatch import DispatchRequest
 log = logging.getLogger(__name__)
 
 Dispatcher = Callable[[DispatchRequest], None]
+# The run form of a dispatcher: fn(requests, failed) does what calling the dispatcher for each
+# request in order does, calling failed(req) inside the handler of an exception it raised.
+RunDispatcher = Callable[[list[DispatchRequest], Callable[[DispatchRequest], None]], None]
 ArrivalListener = Callable[[str, int, int, int, int, dict], None]
 
 BATCH_RECORDS = 4096
@@ -39,6 +42,9 @@ class ReputMessageService:
         self.commit_log = commit_log
         self.reput_from_offset = 0
         self.dispatchers: list[Dispatcher] = []
+        # Run forms of dispatchers (the IndexService's); used for the last dispatcher only, so
+        # that every dispatcher still sees each record after those before it in the list.
+        self.run_dispatchers: dict[Dispatcher, RunDispatcher] = {}
         self.arrival_listeners: list[ArrivalListener] = []
         self._task: asyncio.Task | None = None
         self._waiter: asyncio.Future | None = None
@@ -69,21 +75,67 @@ class ReputMessageService:
                 # Records handed off by the appends, in log order: no decoding. An entry behind
                 # reput_from_offset is stale (e.g. reput skipped ahead); one past it means a gap
                 # that is decoded from the log first.
-                dispatch = self._dispatch
                 start = offset
-                while handoff and done < max_records:
-                    req = handoff[0]
-                    at = req.commit_log_offset
-                    if at != offset:
-                        if at < offset:
-                            handoff.popleft()
-                            continue
-                        break
-                    handoff.popleft()
-                    dispatch(req, notify)
-                    offset += req.msg_size
-                    self.reput_from_offset = offset
-                    done += 1
+                dispatchers = self.dispatchers
+                last = dispatchers[-1] if dispatchers else None
+                run_form = None
+                if last is not None and self.run_dispatchers:
+                    try:
+                        run_form = self.run_dispatchers.get(last)
+                    except TypeError:  # an unhashable dispatcher has no run form
+                        run_form = None
+                if run_form is None:
+                    dispatch = self._dispatch
+                    while handoff and done < max_records:
+                        req = handoff[0]
+                        at = req.commit_log_offset
+                        if at != offset:
+                            if at < offset:
+                                handoff.popleft()
+                                continue
+                            break
+                        handoff.popleft()
+                        dispatch(req, notify)
+                        offset += req.msg_size
+                        self.reput_from_offset = offset
+                        done += 1
+                else:
+                    # The last dispatcher takes the whole run at once, after the others (and the
+                    # arrival listeners, which do not read what it writes) saw each record.
+                    head = dispatchers[:-1]
+                    listeners = self.arrival_listeners if notify else None
+                    run: list[DispatchRequest] = []
+                    while handoff and done < max_records:
+                        req = handoff[0]
+                        at = req.commit_log_offset
+                        if at != offset:
+                            if at < offset:
+                                handoff.popleft()
+                                continue
+                            break
+                        handoff.popleft()
+                        # _dispatch(req, notify, head), inlined: this runs for every record.
+                        for dispatcher in head:
+                            try:
+                                dispatcher(req)
+                            except Exception:
+                                log.exception("dispatcher %r failed for CommitLog offset %d", dispatcher,
+                                              req.commit_log_offset)
+                        if listeners and req.consume_queue_offset >= 0 and _has_cq_entry(req.sys_flag):
+                            self._notify(req)
+                        run.append(req)
+                        offset += req.msg_size
+                        self.reput_from_offset = offset
+                        done += 1
+                    if run:
+                        def failed(req: DispatchRequest, last: Dispatcher = last) -> None:
+                            log.exception("dispatcher %r failed for CommitLog offset %d", last,
+                                          req.commit_log_offset)
+                        try:
+                            run_form(run, failed)
+                        except Exception:
+                            log.exception("dispatcher %r failed for CommitLog offsets %d..%d", last,
+                                          run[0].commit_log_offset, run[-1].commit_log_offset)
                 if offset != start:
                     continue
             mf = mfq.find_mapped_file_by_offset(offset)
@@ -128,12 +180,15 @@ class ReputMessageService:
             except Exception:
                 log.exception("dispatcher %r failed for CommitLog offset %d", dispatcher, req.commit_log_offset)
         if notify and self.arrival_listeners and req.consume_queue_offset >= 0 and _has_cq_entry(req.sys_flag):
-            for listener in self.arrival_listeners:
-                try:
-                    listener(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code,
-                             req.store_timestamp, req.properties)
-                except Exception:
-                    log.exception("message arrival listener %r failed", listener)
+            self._notify(req)
+
+    def _notify(self, req: DispatchRequest) -> None:
+        for listener in self.arrival_listeners:
+            try:
+                listener(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code,
+                         req.store_timestamp, req.properties)
+            except Exception:
+                log.exception("message arrival listener %r failed", listener)
 
     # --- task ----------------------------------------------------------------------------
     def start(self) -> None:
