@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from orbitmq.broker.store.mapped_file import OS_PAGE_SIZE, MappedFile, offset_to_file_name
+from orbitmq.broker.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from orbitmq.broker.store.mapped_file_queue import MappedFileQueue
@@ -88,7 +89,7 @@ class AllocateMappedFileService:
             mf.destroy(0)
 
 
-class WarmAheadService:
+class WarmAheadService(ServiceThread):
     """Keeps the pages just ahead of the CommitLog's write position populated.
 
     A thread wakes every ``interval_ms`` (and right after each flush, see wakeup()) and
@@ -127,9 +128,7 @@ class WarmAheadService:
         self.max_window = max(OS_PAGE_SIZE, max_window - max_window % OS_PAGE_SIZE)
         self.min_window = min(self.max_window, max(OS_PAGE_SIZE, min_window))
         self.interval_s = max(1, interval_ms) / 1000
-        self._stopped = False
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
         # What the last pass saw and did.
         self._seg: MappedFile | None = None
         self._flushed = -1
@@ -142,28 +141,13 @@ class WarmAheadService:
         self._rate = 0.0  # bytes/s, decays slowly, rises at once
         self.passes = 0
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
-
-    def wakeup(self) -> None:
-        self._wake.set()
-
-    def shutdown(self) -> None:
-        self._stopped = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _run(self) -> None:
+    def run(self) -> None:
         while not self._stopped:
             try:
                 self.warm_once()
             except Exception:  # never let a bad pass end the thread; the writer just faults itself
                 log.exception("%s pass failed", self.name)
-            self._wake.wait(self.interval_s)
-            self._wake.clear()
+            self.wait_for_running(self.interval_s)
 
     def window(self) -> int:
         want = int(self._rate * self.AHEAD_SECONDS)

@@ -112,13 +112,16 @@ class IndexService:
             return len(doomed)
 
     # ---- write ---------------------------------------------------------------------------
-    def build_index(self, req: DispatchRequest) -> None:
-        """Index `topic#UNIQ_KEY` and `topic#key` for each key in KEYS (rollback records skipped)."""
+    def _key_hashes(self, req: DispatchRequest) -> list[int] | None:
+        """The IndexFile hashes of `topic#UNIQ_KEY` then each `topic#key`; None: nothing to index.
+
+        An empty (not absent) UNIQ_KEY with no keys gives [], which still picks (or rolls) the
+        file, as indexing no key always did.
+        """
         if not req.success or (req.sys_flag & _TRANSACTION_MASK) == _ROLLBACK:
-            return
+            return None
         uniq_key = req.uniq_key
         keys_str = req.keys
-        # Hashed before taking the lock; the hasher's memo tables tolerate concurrent callers.
         key_hash = self._hasher.key_hash
         if keys_str:
             topic = req.topic
@@ -126,13 +129,18 @@ class IndexService:
             if uniq_key:
                 key_hashes.insert(0, key_hash(topic, uniq_key))
             elif uniq_key is None and not key_hashes:
-                return
-        elif uniq_key:
-            key_hashes = [key_hash(req.topic, uniq_key)]
-        elif uniq_key is None:
+                return None
+            return key_hashes
+        if uniq_key:
+            return [key_hash(req.topic, uniq_key)]
+        return None if uniq_key is None else []
+
+    def build_index(self, req: DispatchRequest) -> None:
+        """Index `topic#UNIQ_KEY` and `topic#key` for each key in KEYS (rollback records skipped)."""
+        # Hashed before taking the lock; the hasher's memo tables tolerate concurrent callers.
+        key_hashes = self._key_hashes(req)
+        if key_hashes is None:
             return
-        else:
-            key_hashes = []  # still picks (or rolls) the file, as indexing no key always did
         offset = req.commit_log_offset
         lock = self._lock
         lock.acquire()  # not `with`: this runs for every stored record and acquire/release is cheaper
@@ -166,30 +174,16 @@ class IndexService:
         ``failed(req)`` is called inside the handler of an exception build_index would have
         raised for ``req`` (the reput service logs it as for a single dispatch); the run goes on.
         """
-        key_hash = self._hasher.key_hash
+        key_hashes_of = self._key_hashes
         dirty: IndexFile | None = None  # the file whose header is owed
         lock = self._lock
         lock.acquire()
         try:
             for req in reqs:
                 try:
-                    if not req.success or (req.sys_flag & _TRANSACTION_MASK) == _ROLLBACK:
+                    key_hashes = key_hashes_of(req)
+                    if key_hashes is None:
                         continue
-                    uniq_key = req.uniq_key
-                    keys_str = req.keys
-                    if keys_str:
-                        topic = req.topic
-                        key_hashes = [key_hash(topic, k) for k in keys_str.split(KEY_SEPARATOR) if k]
-                        if uniq_key:
-                            key_hashes.insert(0, key_hash(topic, uniq_key))
-                        elif uniq_key is None and not key_hashes:
-                            continue
-                    elif uniq_key:
-                        key_hashes = [key_hash(req.topic, uniq_key)]
-                    elif uniq_key is None:
-                        continue
-                    else:
-                        key_hashes = []
                     offset = req.commit_log_offset
                     files = self._files
                     index_file = files[-1] if files else None

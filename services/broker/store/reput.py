@@ -55,6 +55,19 @@ class ReputMessageService:
     def behind(self) -> int:
         return self.commit_log.get_max_offset() - self.reput_from_offset
 
+    def _take_handed_off(self, offset: int) -> DispatchRequest | None:
+        """The handed-off record at exactly ``offset``, dropping stale ones behind it; None when
+        the queue is empty or its head lies past ``offset`` (a gap to decode from the log)."""
+        handoff = self._handoff
+        while handoff:
+            at = handoff[0].commit_log_offset
+            if at == offset:
+                return handoff.popleft()
+            if at > offset:
+                return None
+            handoff.popleft()
+        return None
+
     def do_reput(self, max_records: int | None = None, notify: bool = True) -> int:
         """Dispatch records from reput_from_offset; returns how many were dispatched."""
         cl = self.commit_log
@@ -76,6 +89,7 @@ class ReputMessageService:
                 # reput_from_offset is stale (e.g. reput skipped ahead); one past it means a gap
                 # that is decoded from the log first.
                 start = offset
+                take = self._take_handed_off
                 dispatchers = self.dispatchers
                 last = dispatchers[-1] if dispatchers else None
                 run_form = None
@@ -86,15 +100,7 @@ class ReputMessageService:
                         run_form = None
                 if run_form is None:
                     dispatch = self._dispatch
-                    while handoff and done < max_records:
-                        req = handoff[0]
-                        at = req.commit_log_offset
-                        if at != offset:
-                            if at < offset:
-                                handoff.popleft()
-                                continue
-                            break
-                        handoff.popleft()
+                    while done < max_records and (req := take(offset)) is not None:
                         dispatch(req, notify)
                         offset += req.msg_size
                         self.reput_from_offset = offset
@@ -105,15 +111,7 @@ class ReputMessageService:
                     head = dispatchers[:-1]
                     listeners = self.arrival_listeners if notify else None
                     run: list[DispatchRequest] = []
-                    while handoff and done < max_records:
-                        req = handoff[0]
-                        at = req.commit_log_offset
-                        if at != offset:
-                            if at < offset:
-                                handoff.popleft()
-                                continue
-                            break
-                        handoff.popleft()
+                    while done < max_records and (req := take(offset)) is not None:
                         # _dispatch(req, notify, head), inlined: this runs for every record.
                         for dispatcher in head:
                             try:
