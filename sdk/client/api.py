@@ -58,6 +58,11 @@ _SEND_OK_CODES = {
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
+# One handle to batch-ack: (retry flag, queue id, check-point start offset, pop time, revive queue id,
+# invisible time, message queue offset), the ExtraInfo fields BATCH_ACK_MESSAGE needs.
+AckPoint = tuple[str, int, int, int, int, int, int]
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -332,12 +337,8 @@ class MQClientAPI:
 
     async def batch_ack(self, broker_addr: str, broker_name: str, group: str, topic: str,
                         extra_infos: list[str], timeout: float | None = None) -> AckResult:  # noqa: ASYNC109
-        """BATCH_ACK_MESSAGE: ack many receipt handles of one broker in one request.
-
-        Handles of one check point (same retry flag, queue, start offset and pop time) share a
-        BatchAck entry whose bit set marks each message's offset from the start offset.
-        """
-        merged: dict[str, dict[str, Any]] = {}
+        """BATCH_ACK_MESSAGE: ack many receipt handles of one broker in one request."""
+        points: list[AckPoint] = []
         for info in extra_infos:
             try:
                 ck = ei.parse_extra_info(info)
@@ -345,14 +346,27 @@ class MQClientAPI:
                 raise MQClientError(f"bad extra info {info!r}: {exc}") from None
             if ck.msg_queue_offset is None:
                 raise MQClientError(f"bad extra info {info!r}: no message queue offset")
-            key = f"{ck.retry}@{ck.queue_id}@{ck.ck_queue_offset}@{ck.pop_time}"
-            entry = merged.setdefault(key, {"c": group, "t": topic, "r": ck.retry, "so": ck.ck_queue_offset,
-                                            "q": ck.queue_id, "rq": ck.revive_qid, "pt": ck.pop_time,
-                                            "it": ck.invisible_time, "bits": set()})
-            entry["bits"].add(ck.msg_queue_offset - ck.ck_queue_offset)
+            points.append((ck.retry, ck.queue_id, ck.ck_queue_offset, ck.pop_time, ck.revive_qid, ck.invisible_time,
+                           ck.msg_queue_offset))
+        return await self.batch_ack_points(broker_addr, broker_name, group, topic, points, timeout)
+
+    async def batch_ack_points(self, broker_addr: str, broker_name: str, group: str, topic: str,
+                               points: Iterable[AckPoint], timeout: float | None = None) -> AckResult:  # noqa: ASYNC109
+        """batch_ack for handles already parsed (the proxy has decoded them to route the ack).
+
+        Handles of one check point (same retry flag, queue, start offset and pop time) share a
+        BatchAck entry whose bit set marks each message's offset from the start offset.
+        """
+        merged: dict[tuple[str, int, int, int], tuple[dict[str, Any], set[int]]] = {}
+        for retry, queue_id, start_offset, pop_time, revive_qid, invisible_time, offset in points:
+            key = (retry, queue_id, start_offset, pop_time)
+            item = merged.get(key)
+            if item is None:
+                item = merged[key] = ({"c": group, "t": topic, "r": retry, "so": start_offset, "q": queue_id,
+                                       "rq": revive_qid, "pt": pop_time, "it": invisible_time}, set())
+            item[1].add(offset - start_offset)
         acks = []
-        for entry in merged.values():
-            bits = entry.pop("bits")
+        for entry, bits in merged.values():
             entry["b"] = _encode_bitset(sorted(bits))
             acks.append(entry)
         body = dump_json({"brokerName": broker_name, "acks": acks})

@@ -73,6 +73,8 @@ class GrpcClient:
     last_seen: float = field(default_factory=time.monotonic)
     # Outbound Telemetry commands; None when the client has no open stream with this proxy.
     outbox: asyncio.Queue[spb.TelemetryCommand | None] | None = None
+    # (raw settings, group config, merged settings) of the last effective_settings.
+    merged: tuple[pb.Settings, SubscriptionGroupConfig | None, pb.Settings] | None = field(default=None, repr=False)
 
     @property
     def is_producer(self) -> bool:
@@ -134,13 +136,32 @@ class ClientManager:
     # ---- settings ----------------------------------------------------------------------------
 
     async def effective_settings(self, client_id: str) -> pb.Settings | None:
-        """The client's Settings merged with what the server decides (getClientSettings)."""
+        """The client's Settings merged with what the server decides (getClientSettings).
+
+        Every ReceiveMessage asks for it, so the merge is kept until the client sends other
+        Settings or its group's config object is replaced: the result is shared, read-only.
+        """
         client = self.clients.get(client_id)
         if client is None or client.settings is None:
             return None
-        return await self.merge_settings(client.settings)
+        raw = client.settings
+        group = await self._group_of(raw)
+        cached = client.merged
+        if cached is not None and cached[0] is raw and cached[1] is group:
+            return cached[2]
+        merged = self._merge(raw, group)
+        client.merged = (raw, group, merged)
+        return merged
+
+    async def _group_of(self, raw: pb.Settings) -> SubscriptionGroupConfig | None:
+        if raw.HasField("subscription"):
+            return await self.cluster.group_config(raw.subscription.group.name)
+        return None
 
     async def merge_settings(self, raw: pb.Settings) -> pb.Settings:
+        return self._merge(raw, await self._group_of(raw))
+
+    def _merge(self, raw: pb.Settings, group: SubscriptionGroupConfig | None) -> pb.Settings:
         settings = pb.Settings()
         settings.CopyFrom(raw)
         if settings.HasField("publishing"):
@@ -153,7 +174,6 @@ class ClientManager:
             settings.publishing.validate_message_type = cfg.enable_topic_message_type_check
             settings.publishing.max_body_size = cfg.max_message_size
         elif settings.HasField("subscription"):
-            group = await self.cluster.group_config(settings.subscription.group.name)
             self._merge_subscription(settings, group or SubscriptionGroupConfig(settings.subscription.group.name))
         settings.metric.on = False
         return settings
@@ -184,7 +204,10 @@ class ClientManager:
 
     async def consumer_policy(self, client_id: str, group: str) -> tuple[bool, int]:
         """(fifo, max delivery attempts) for a receive: from the client's settings or the group."""
-        settings = await self.effective_settings(client_id)
+        return await self.consumer_policy_of(await self.effective_settings(client_id), group)
+
+    async def consumer_policy_of(self, settings: pb.Settings | None, group: str) -> tuple[bool, int]:
+        """consumer_policy for effective settings the caller already has."""
         if settings is not None and settings.HasField("subscription"):
             return settings.subscription.fifo, settings.backoff_policy.max_attempts
         config = await self.cluster.group_config(group) or SubscriptionGroupConfig(group)

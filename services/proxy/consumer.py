@@ -30,6 +30,7 @@ from orbitmq.remoting.codes import ResponseCode
 
 log = logging.getLogger("orbitmq.proxy.consumer")
 Code = pb.Code
+ReceiveMessageResponse = spb.ReceiveMessageResponse
 
 INIT_MODE_MAX = 0  # ConsumeInitMode.MAX
 MAX_MSG_NUMS_FOR_POP_REQUEST = 32  # ProxyUtils.MAX_MSG_NUMS_FOR_POP_REQUEST
@@ -137,15 +138,21 @@ class ConsumerActivity:
                 written = 0
                 try:
                     yield spb.ReceiveMessageResponse(status=errors.ok())
+                    fill = converter.fill_proto_message
                     for msg in messages:
-                        yield spb.ReceiveMessageResponse(message=converter.build_proto_message(msg))
+                        # Built in place inside the response: passing a Message to the constructor copies it.
+                        response = ReceiveMessageResponse()
+                        fill(response.message, msg)
+                        yield response
                         written += 1
                 finally:
                     if written < len(messages):
                         for message_id in ids[written:]:
                             self.renewer.forget(ctx.client_id, group, message_id)
                         self._spawn(self._nack(request, messages[written:]))
-        yield spb.ReceiveMessageResponse(delivery_timestamp=converter.timestamp_from_ms(_now_ms()))
+        last = ReceiveMessageResponse()
+        converter.set_timestamp_ms(last.delivery_timestamp, _now_ms())
+        yield last
 
     def _nack_result(self, request: spb.ReceiveMessageRequest, done: asyncio.Future) -> None:
         if done.cancelled() or done.exception() is not None:
@@ -171,7 +178,7 @@ class ConsumerActivity:
         sub = subscription_data(topic, request.filter_expression)
         if request.batch_size <= 0:
             raise ProxyError(Code.BAD_REQUEST, "batch size must be positive")
-        fifo, max_attempts = await self.clients.consumer_policy(ctx.client_id, group)
+        fifo, max_attempts = await self.clients.consumer_policy_of(settings, group)
         broker_name, addr = await self.cluster.select_read_broker(topic, request.message_queue.broker.name)
         header = h.PopMessageRequestHeader(
             consumer_group=group, topic=topic, queue_id=-1,
@@ -216,7 +223,9 @@ class ConsumerActivity:
     # ---- ack / change invisible / DLQ --------------------------------------------------------
 
     async def _ack(self, raw_handle: str, group: str, topic: str, check_expired: bool = False) -> None:
-        handle = decode_handle(raw_handle, check_expired)
+        await self._ack_handle(decode_handle(raw_handle, check_expired), group, topic)
+
+    async def _ack_handle(self, handle: ReceiptHandle, group: str, topic: str) -> None:
         addr = await self.cluster.broker_addr(handle.broker_name, topic)
         result = await self.cluster.api.ack_message(addr, h.AckMessageRequestHeader(
             consumer_group=group, topic=handle.real_topic(topic, group), queue_id=handle.queue_id,
@@ -243,7 +252,7 @@ class ConsumerActivity:
 
         async def one(index: int, handle: ReceiptHandle) -> None:
             try:
-                await self._ack(handle.raw, group, topic)
+                await self._ack_handle(handle, group, topic)  # already decoded (and checked) above
                 statuses[index] = errors.ok()
             except Exception as exc:  # noqa: BLE001 -- per-entry status
                 statuses[index] = errors.status_of(exc)
@@ -253,20 +262,28 @@ class ConsumerActivity:
                 # One BATCH_ACK_MESSAGE for the lot; on any trouble, ack one by one for exact statuses.
                 try:
                     addr = await self.cluster.broker_addr(broker_name, topic)
-                    await self.cluster.api.batch_ack(addr, broker_name, group, topic, [hd.raw for _i, hd in items])
+                    await self.cluster.api.batch_ack_points(addr, broker_name, group, topic, [
+                        (hd.topic_type, hd.queue_id, hd.start_offset, hd.retrieve_time, hd.revive_queue_id,
+                         hd.invisible_time, hd.offset) for _i, hd in items])
                     for index, _handle in items:
-                        statuses[index] = errors.ok()
+                        statuses[index] = errors.OK_STATUS  # read-only: copied into the response entry
                     return
                 except Exception as exc:  # noqa: BLE001
                     log.debug("batch ack on %s failed (%s); acking one by one", broker_name, exc)
             await asyncio.gather(*(one(index, handle) for index, handle in items))
 
         await asyncio.gather(*(per_broker(name, items) for name, items in by_broker.items()))
-        entries = [spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=st)
-                   for e, st in zip(request.entries, statuses, strict=True)]
-        codes = {e.status.code for e in entries}
+        # Entries added in place: a message passed to a constructor (entries=, status=) is copied.
+        response = spb.AckMessageResponse()
+        add = response.entries.add
+        codes = set()
+        for e, st in zip(request.entries, statuses, strict=True):
+            add(message_id=e.message_id, receipt_handle=e.receipt_handle, status=st)
+            codes.add(st.code)  # type: ignore[union-attr]
         code = codes.pop() if len(codes) == 1 else Code.MULTIPLE_RESULTS
-        return spb.AckMessageResponse(status=errors.status(code, Code.Name(code)), entries=entries)
+        response.status.code = code
+        response.status.message = Code.Name(code)
+        return response
 
     async def _change_invisible(self, handle: ReceiptHandle, group: str, topic: str, invisible_ms: int) -> str:
         addr = await self.cluster.broker_addr(handle.broker_name, topic)

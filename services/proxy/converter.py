@@ -347,54 +347,103 @@ def message_type_of_request(message: pb.Message) -> int:
     return NORMAL
 
 
+_COMPRESSED = sysflag.COMPRESSED_FLAG
+_RETRY_TOPIC = MessageConst.RETRY_TOPIC
+_POP_CK = MessageConst.POP_CK
+_TIMER_DELAY_SEC = MessageConst.TIMER_DELAY_SEC
+_TIMER_DELIVER_MS = MessageConst.TIMER_DELIVER_MS
+_DELAY_TIME_LEVEL = MessageConst.DELAY_TIME_LEVEL
+_TRANSACTION_PREPARED = MessageConst.TRANSACTION_PREPARED
+_DLQ_ORIGIN_TOPIC = MessageConst.DLQ_ORIGIN_TOPIC
+_DLQ_ORIGIN_MESSAGE_ID = MessageConst.DLQ_ORIGIN_MESSAGE_ID
+_MIN_TIMESTAMP_MS = _MIN_TIMESTAMP_SECONDS * 1000
+_MAX_TIMESTAMP_MS = _MAX_TIMESTAMP_SECONDS * 1000 + 999
+_md5 = hashlib.md5
+
+
+def set_timestamp_ms(ts: Timestamp, ms: int) -> None:
+    """ts.FromMilliseconds(ms) without its Python-level checks for the valid range (same fields)."""
+    if _MIN_TIMESTAMP_MS <= ms <= _MAX_TIMESTAMP_MS:
+        ts.seconds = ms // 1000
+        ts.nanos = ms % 1000 * 1_000_000
+    else:
+        ts.FromMilliseconds(ms)  # raises protobuf's own ValueError
+
+
 def build_proto_message(msg: MessageExt, topic: str | None = None) -> pb.Message:
     """GrpcConverter.buildMessage: a stored (popped or pulled) message as a gRPC Message."""
+    message = pb.Message()
+    fill_proto_message(message, msg, topic)
+    return message
+
+
+def fill_proto_message(message: pb.Message, msg: MessageExt, topic: str | None = None) -> None:
+    """build_proto_message into an empty Message, e.g. the one inside a ReceiveMessageResponse.
+
+    Runs once per delivered message, so the fields are set in place (a Message passed to a
+    constructor is copied, body included) and each property is looked up once.
+    """
     props = msg.properties
+    get = props.get
     name = topic or msg.topic
     if topic is None and is_retry_topic(name):
-        name = props.get(MessageConst.RETRY_TOPIC, name)
-    sysp = pb.SystemProperties()
-    tag = props.get(MessageConst.TAGS)
+        name = get(_RETRY_TOPIC, name)
+    body = msg.body
+    message.body = body
+    user = {k: v for k, v in props.items() if k not in _NOT_USER_PROPERTIES}
+    if user:
+        message.user_properties.update(user)
+    message.topic.name = name
+    sysp = message.system_properties
+    tag = get(_TAGS)
     if tag is not None:
         sysp.tag = tag
-    keys = props.get(MessageConst.KEYS)
+    keys = get(_KEYS)
     if keys is not None:
-        sysp.keys.extend(keys.split(MessageConst.KEY_SEPARATOR))
-    uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id
+        sysp.keys.extend(keys.split(_KEY_SEPARATOR))
+    uniq = get(_UNIQ_KEY) or msg.msg_id
     if uniq:
         sysp.message_id = uniq
-    sysp.body_digest.type = MD5
-    sysp.body_digest.checksum = hashlib.md5(msg.body).hexdigest().upper()
-    compressed = msg.sys_flag & sysflag.COMPRESSED_FLAG == sysflag.COMPRESSED_FLAG
-    sysp.body_encoding = GZIP if compressed else IDENTITY
-    sysp.message_type = message_type_of(props)
-    sysp.born_timestamp.CopyFrom(timestamp_from_ms(msg.born_timestamp))
-    born_host = props.get(MessageConst.BORN_HOST) or msg.born_host
+    digest = sysp.body_digest
+    digest.type = MD5
+    digest.checksum = _md5(body).hexdigest().upper()
+    sysp.body_encoding = GZIP if msg.sys_flag & _COMPRESSED == _COMPRESSED else IDENTITY
+    # message_type_of, inlined.
+    if get(_TRANSACTION_PREPARED) == "true":
+        sysp.message_type = TRANSACTION
+    elif _DELAY_TIME_LEVEL in props or _TIMER_DELIVER_MS in props or _TIMER_DELAY_SEC in props:
+        sysp.message_type = DELAY
+    elif _SHARDING_KEY in props:
+        sysp.message_type = FIFO
+    else:
+        sysp.message_type = NORMAL
+    set_timestamp_ms(sysp.born_timestamp, int(msg.born_timestamp))
+    born_host = get(_BORN_HOST) or msg.born_host
     if born_host:
         sysp.born_host = born_host
-    sysp.store_timestamp.CopyFrom(timestamp_from_ms(msg.store_timestamp))
+    set_timestamp_ms(sysp.store_timestamp, int(msg.store_timestamp))
     if msg.store_host:
         sysp.store_host = msg.store_host
-    if MessageConst.TIMER_DELAY_SEC in props:
-        sysp.delivery_timestamp.CopyFrom(timestamp_from_ms(now_ms() + int(props[MessageConst.TIMER_DELAY_SEC]) * 1000))
-    elif MessageConst.TIMER_DELIVER_MS in props:
-        sysp.delivery_timestamp.CopyFrom(timestamp_from_ms(int(props[MessageConst.TIMER_DELIVER_MS])))
-    group = props.get(MessageConst.SHARDING_KEY)
+    if _TIMER_DELAY_SEC in props:
+        set_timestamp_ms(sysp.delivery_timestamp, now_ms() + int(props[_TIMER_DELAY_SEC]) * 1000)
+    elif _TIMER_DELIVER_MS in props:
+        set_timestamp_ms(sysp.delivery_timestamp, int(props[_TIMER_DELIVER_MS]))
+    group = get(_SHARDING_KEY)
     if group is not None:
         sysp.message_group = group
-    handle = props.get(MessageConst.POP_CK)
+    handle = get(_POP_CK)
     if handle is not None:
         sysp.receipt_handle = handle
     sysp.queue_id = msg.queue_id
     sysp.queue_offset = msg.queue_offset
     sysp.delivery_attempt = msg.reconsume_times + 1
-    trace = props.get(MessageConst.TRACE_CONTEXT)
+    trace = get(_TRACE_CONTEXT)
     if trace is not None:
         sysp.trace_context = trace
-    dlq_topic = props.get(MessageConst.DLQ_ORIGIN_TOPIC)
-    dlq_id = props.get(MessageConst.DLQ_ORIGIN_MESSAGE_ID)
-    if dlq_topic is not None and dlq_id is not None:
-        sysp.dead_letter_queue.topic = dlq_topic
-        sysp.dead_letter_queue.message_id = dlq_id
-    user = {k: v for k, v in props.items() if k not in _NOT_USER_PROPERTIES}
-    return pb.Message(topic=pb.Resource(name=name), user_properties=user, system_properties=sysp, body=msg.body)
+    dlq_topic = get(_DLQ_ORIGIN_TOPIC)
+    if dlq_topic is not None:
+        dlq_id = get(_DLQ_ORIGIN_MESSAGE_ID)
+        if dlq_id is not None:
+            dlq = sysp.dead_letter_queue
+            dlq.topic = dlq_topic
+            dlq.message_id = dlq_id

@@ -13,11 +13,18 @@ from dataclasses import dataclass
 
 from orbitmq.common.extra_info import (
     KEY_SEPARATOR,
+    NORMAL_TOPIC,
     POP_ORDER_REVIVE_QUEUE,
+    RETRY_TOPIC,
+    RETRY_TOPIC_V2,
     ExtraInfoError,
     parse_extra_info,
     real_topic,
 )
+
+_RETRY_FLAGS = frozenset((NORMAL_TOPIC, RETRY_TOPIC, RETRY_TOPIC_V2))
+_LONG_MAX = 2**63 - 1
+_INT_MAX = 2**31 - 1
 
 
 class InvalidReceiptHandle(ValueError):
@@ -58,7 +65,31 @@ class ReceiptHandle:
 
     @classmethod
     def decode(cls, handle: str) -> ReceiptHandle:
-        """ReceiptHandle.decode: the broker's 8-field ExtraInfo, then the CommitLog offset if any."""
+        """ReceiptHandle.decode: the broker's 8-field ExtraInfo, then the CommitLog offset if any.
+
+        Every ack and change of invisible time decodes a handle: a well-formed one is read in one
+        split; anything unusual goes through parse_extra_info, which finds the exact error.
+        """
+        if handle and isinstance(handle, str):
+            data = handle.split(KEY_SEPARATOR)
+            if len(data) >= 8 and data[4] in _RETRY_FLAGS:
+                try:
+                    start, pop_time, invisible = int(data[0]), int(data[1]), int(data[2])
+                    revive, queue_id, offset = int(data[3]), int(data[6]), int(data[7])
+                    commit_log_offset = int(data[8]) if len(data) >= 9 else -1
+                except ValueError:
+                    pass
+                else:
+                    if (0 <= start <= _LONG_MAX and 0 <= pop_time <= _LONG_MAX and 0 <= invisible <= _LONG_MAX
+                            and 0 <= revive <= _INT_MAX and 0 <= queue_id <= _LONG_MAX
+                            and -_LONG_MAX - 1 <= offset <= _LONG_MAX):
+                        return cls(start, pop_time, invisible, revive, data[4], data[5], queue_id, offset,
+                                   commit_log_offset, handle)
+        return cls._decode_checked(handle)
+
+    @classmethod
+    def _decode_checked(cls, handle: str) -> ReceiptHandle:
+        """The field-by-field decode, with parse_extra_info's error for a bad handle."""
         if not handle or not isinstance(handle, str):
             raise InvalidReceiptHandle("receipt handle is empty")
         data = handle.split(KEY_SEPARATOR)
