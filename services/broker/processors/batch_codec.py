@@ -30,6 +30,33 @@ def decode_batch(data: bytes) -> list[tuple[int, bytes, str]]:
     # Slices of the bytes object itself: one copy per body, no memoryview round trips.
     if not isinstance(data, bytes):
         data = bytes(data)
+    # A well-formed body with all bounds checked at once per message; anything wrong is
+    # decoded again by _decode_checked, which names the first problem as it always did.
+    items: list[tuple[int, bytes, str]] = []
+    append = items.append
+    unpack_head = _HEAD.unpack_from
+    unpack_short = _SHORT.unpack_from
+    size = len(data)
+    pos = 0
+    try:
+        while pos < size:
+            total, _magic, _crc, flag, body_len = unpack_head(data, pos)
+            end = pos + total
+            cursor = pos + 20 + body_len  # _HEAD.size
+            if (total < 22 or end > size or body_len < 0 or cursor + 2 > end
+                    or unpack_short(data, cursor)[0] != end - cursor - 2):
+                return _decode_checked(data)
+            append((flag, data[pos + 20:cursor], data[cursor + 2:end].decode("utf-8")))
+            pos = end
+    except (struct.error, UnicodeDecodeError):
+        return _decode_checked(data)
+    if not items:
+        raise BatchDecodeError("batch body holds no message")
+    return items
+
+
+def _decode_checked(data: bytes) -> list[tuple[int, bytes, str]]:
+    """decode_batch checking one field at a time: the precise error for a malformed body."""
     items: list[tuple[int, bytes, str]] = []
     append = items.append
     unpack_head = _HEAD.unpack_from

@@ -268,9 +268,13 @@ class SendMessageProcessor:
                 # The delay redirect rewrites one message at a time; upstream refuses delayed batches.
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay message")
             append((flag, item_body, props, properties if exact and props else None))
-        # Built once every message passed its checks (nothing is observable in between).
-        inners = self.broker.new_batch_inner_messages(
-            topic=header.topic, queue_id=queue_id, sys_flag=sys_flag, born_timestamp=header.born_timestamp,
-            born_host=born_host, reconsume_times=header.reconsume_times, items=accepted)
-        result = await self.broker.send_queue.submit(lambda: self.broker.put_messages(inners))
+        # Stored once every message passed its checks (nothing is observable in between). No
+        # message is delayed (refused above), so the delay redirect has nothing to do: the
+        # store appends the tuples without a MessageExtBrokerInner each when it can.
+        def put() -> Any:
+            return self.broker.put_batch(
+                topic=header.topic, queue_id=queue_id, sys_flag=sys_flag, born_timestamp=header.born_timestamp,
+                born_host=born_host, reconsume_times=header.reconsume_times, items=accepted)
+
+        result = await self.broker.send_queue.submit(put)
         return map_put_result(result, queue_id, batch=True)

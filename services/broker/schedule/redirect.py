@@ -33,6 +33,10 @@ def read_delay_level(msg: MessageExtBrokerInner) -> int | None:
 
 
 class DelayRedirect:
+    # Returns None for every message whose DELAY is absent, empty or "0" (level 0): a put path
+    # that guarantees that for a whole batch (MessageStore.put_messages(undelayed=True)) skips it.
+    only_delayed = True
+
     def __init__(self, levels: DelayLevelTable, now_ms: Callable[[], int]) -> None:
         self.levels = levels
         self.now_ms = now_ms

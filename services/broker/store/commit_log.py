@@ -33,7 +33,7 @@ from orbitmq.broker.store.model import (
 )
 from orbitmq.common import sysflag
 from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
-from orbitmq.common.message import MessageConst, string_to_properties
+from orbitmq.common.message import MessageConst, properties_to_string, string_to_properties
 from orbitmq.common.message_codec import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
@@ -452,6 +452,51 @@ class CommitLog:
         store_host = m0.store_host
         if store_host is not None and store_host != self.store_host:
             return None
+        if topic == RMQ_SYS_SCHEDULE_TOPIC and self.delivery_time_of is not None:
+            return None  # the delivery time as tag code: the general path's dispatch computes it
+        items = []
+        add = items.append
+        for m in msgs:
+            if (m.topic is not topic or m.queue_id is not queue_id or m.sys_flag is not sys_flag
+                    or m.born_timestamp is not born_ts or m.born_host is not born_host
+                    or m.reconsume_times is not reconsume or m.prepared_transaction_offset is not prepared
+                    or m.store_host is not store_host):
+                return None
+            props_s = m.properties_string
+            if not props_s and m.properties:
+                props_s = m.encoded_properties()
+            parsed = m.parsed_properties
+            add((m.flag, m.body, parsed[1] if parsed is not None and parsed[0] is props_s else None, props_s or ""))
+        crcs: list[int] = []
+        result = self.put_uniform_items(topic, queue_id, sys_flag, born_ts, born_host, reconsume, items,
+                                        prepared, crcs)
+        if result is not None:
+            now = result.append_message_result.store_timestamp
+            for m, crc in zip(msgs, crcs, strict=True):
+                m.store_timestamp = now
+                m.body_crc = crc
+        return result
+
+    def put_uniform_items(self, topic: str, queue_id: int, sys_flag: int, born_ts: int, born_host: tuple[str, int],
+                          reconsume: int, items: list[tuple[int, bytes, dict[str, str] | None, str | None]],
+                          prepared: int = 0, crcs: list[int] | None = None) -> PutMessageResult | None:
+        """Append a uniform batch (one topic, queue, sysFlag, born host and time, reconsume times,
+        prepared offset; the store's own host) given per message as (flag, body, properties,
+        properties_string): the records, result and DispatchRequests _put_uniform writes for the
+        MessageExtBrokerInners new_batch_inner_messages builds from the same tuples, without
+        building them (SEND_BATCH_MESSAGE, no put hook to run).
+
+        ``properties_string`` None: the string is properties_to_string(properties) and dispatch
+        parses it. Otherwise it is stored as is and ``properties`` (None: parse the string) is
+        the dict dispatch gets, so it must be what the string parses to and nobody may change it.
+        ``crcs``, when given, receives each body's CRC.
+
+        None, before anything is written or counted, whenever anything is unusual (a new topic
+        or born host, a field or size out of range, a segment rollover, a delayed-delivery
+        topic): the caller then takes put_messages' general path, which reports the precise result.
+        """
+        if topic == RMQ_SYS_SCHEDULE_TOPIC and self.delivery_time_of is not None:
+            return None
         try:
             topic_field = self._topic_fields.get(topic)
             born = self._born_hosts.get(born_host)
@@ -476,20 +521,13 @@ class CommitLog:
         recs = []
         add = recs.append
         batch_bytes = 0
-        for m in msgs:
-            if (m.topic is not topic or m.queue_id is not queue_id or m.sys_flag is not sys_flag
-                    or m.born_timestamp is not born_ts or m.born_host is not born_host
-                    or m.reconsume_times is not reconsume or m.prepared_transaction_offset is not prepared
-                    or m.store_host is not store_host):
-                return None
-            flag = m.flag
-            body = m.body
+        for flag, body, props, props_s in items:
             if (type(flag) is not int or not _INT_MIN <= flag <= _INT_MAX
                     or not isinstance(body, (bytes, bytearray, memoryview))):
                 return None
-            props_s = m.properties_string
-            if not props_s and m.properties:
-                props_s = m.encoded_properties()
+            if props_s is None:
+                props_s = properties_to_string(props) if props else ""
+                props = None
             props_b = props_s.encode("utf-8")
             lp = len(props_b)
             lb = len(body)
@@ -497,16 +535,16 @@ class CommitLog:
             if lp > MAX_PROPERTIES_LENGTH or lb > max_body or total > max_record or total > max_fit:
                 return None
             crc = crc32(body) & 0x7FFFFFFF
-            m.body_crc = crc
-            add((m, total, crc, flag, body, short_pack(lp) + props_b, props_s))
+            add((total, crc, flag, body, short_pack(lp) + props_b, props_s, props))
             batch_bytes += total
+        if crcs is not None:
+            crcs.extend([rec[1] for rec in recs])
         sflag = (sys_flag & ~_V6_BITS) | host_bits
         tran = sflag & _TRAN_MASK
         key = None if tran == _TRAN_PREPARED or tran == _TRAN_ROLLBACK else (topic, queue_id)
         handoff = self.handoff
         if handoff is not None and len(handoff) + len(recs) > HANDOFF_MAX:
             handoff = None
-        scheduled = topic == RMQ_SYS_SCHEDULE_TOPIC and self.delivery_time_of is not None
         store_addr = self.store_addr
         store_port = self.store_port
         prefix = self._store_id_prefix
@@ -534,31 +572,23 @@ class CommitLog:
                 requests: list[DispatchRequest] = []
                 last_tags = None
                 tags_code = 0
-                for m, total, crc, flag, body, tail, props_s in recs:
+                for total, crc, flag, body, tail, props_s, props in recs:
                     phy = base + pos
                     extend((pack(total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, qoff, phy, sflag, born_ts, born_addr,
                                  born_port, now, store_addr, store_port, reconsume, prepared, len(body)),
                             body, topic_field, tail))
-                    m.store_timestamp = now
                     ids.append(f"{prefix}{phy:016X}")
                     offsets.append((phy, qoff))
                     if handoff is not None:
-                        if scheduled:
-                            requests.append(self._dispatch_request(m, props_s, topic, queue_id, phy, total, now,
-                                                                   qoff, sflag))
-                        else:
-                            parsed = m.parsed_properties
-                            if parsed is not None and parsed[0] is props_s:
-                                props = parsed[1]
-                            else:
-                                props = _parse_properties(props_s) if props_s else {}
-                            tags = props.get(_TAGS)
-                            if tags != last_tags:  # a batch's messages mostly share their tag
-                                last_tags = tags
-                                tags_code = tags_hash_code(tags) if tags else 0
-                            requests.append(DispatchRequest(
-                                topic, queue_id, phy, total, tags_code, now, qoff,
-                                props.get(_KEYS, ""), props.get(_UNIQ_KEY), sflag, prepared, props))
+                        if props is None:
+                            props = _parse_properties(props_s) if props_s else {}
+                        tags = props.get(_TAGS)
+                        if tags != last_tags:  # a batch's messages mostly share their tag
+                            last_tags = tags
+                            tags_code = tags_hash_code(tags) if tags else 0
+                        requests.append(DispatchRequest(
+                            topic, queue_id, phy, total, tags_code, now, qoff,
+                            props.get(_KEYS, ""), props.get(_UNIQ_KEY), sflag, prepared, props))
                     pos += total
                     if key is not None:
                         qoff += 1

@@ -32,13 +32,22 @@ from orbitmq.broker.store.model import (
 from orbitmq.broker.store.reput import ArrivalListener, Dispatcher, ReputMessageService
 from orbitmq.broker.store.retention import RetentionService
 from orbitmq.broker.store.running_flags import RunningFlags
-from orbitmq.common.message import MessageExt
+from orbitmq.common.message import MessageConst, MessageExt
 from orbitmq.common.message_codec import RecordError, decode_record
 from orbitmq.common.message_id import decode_offset_message_id
 
 log = logging.getLogger(__name__)
 
 _PUT_OK = PutMessageStatus.PUT_OK
+_WAIT = MessageConst.WAIT_STORE_MSG_OK
+
+
+def _wait_store_msg_ok(properties: dict[str, str]) -> bool:
+    """MessageExtBrokerInner.wait_store_msg_ok of a message with these properties."""
+    raw = properties.get(_WAIT)
+    return raw is None or raw.lower() == "true"
+
+
 PutMessageHook = Callable[[MessageExtBrokerInner], PutMessageResult | None]
 
 
@@ -371,17 +380,25 @@ class MessageStore:
             if not waiter.done():
                 waiter.set_result(None)
         if self._group_commit is not None:
-            return await self._wait_for_flush(result, (msg,))
+            return await self._wait_for_flush(result, msg.wait_store_msg_ok, msg.topic)
         return result
 
-    async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
-        """Append a batch, all or nothing in one lock; SYNC_FLUSH waits for the disk."""
+    async def put_messages(self, msgs: list[MessageExtBrokerInner], *, undelayed: bool = False) -> PutMessageResult:
+        """Append a batch, all or nothing in one lock; SYNC_FLUSH waits for the disk.
+
+        ``undelayed``: the caller guarantees no message carries a DELAY level other than absent,
+        empty or "0" (SEND_BATCH_MESSAGE refuses the others), so hooks marked ``only_delayed``
+        (the delay redirect, a no-op for such messages) are not called per message.
+        """
         status = self._check_store_status()
         if status is not None:
             return PutMessageResult(status)
-        if self.put_message_hooks:
+        hooks = self.put_message_hooks
+        if hooks and undelayed:
+            hooks = [hook for hook in hooks if not getattr(hook, "only_delayed", False)]
+        if hooks:
             for msg in msgs:
-                for hook in self.put_message_hooks:
+                for hook in hooks:
                     refused = hook(msg)
                     if refused is not None:
                         return refused
@@ -394,12 +411,42 @@ class MessageStore:
             return result
         self.reput_service.wakeup()
         if self._group_commit is not None:
-            return await self._wait_for_flush(result, msgs)
+            return await self._wait_for_flush(result, all(m.wait_store_msg_ok for m in msgs), msgs[0].topic)
         return result
 
-    async def _wait_for_flush(self, result: PutMessageResult, msgs) -> PutMessageResult:
+    async def put_uniform_batch(self, topic: str, queue_id: int, sys_flag: int, born_timestamp: int,
+                                born_host: tuple[str, int], reconsume_times: int,
+                                items: list[tuple[int, bytes, dict[str, str], str | None]],
+                                build: Callable[[], list[MessageExtBrokerInner]]) -> PutMessageResult:
+        """put_messages(build(), undelayed=True) for a SEND_BATCH_MESSAGE batch given as the
+        (flag, body, properties, properties_string) tuples ``build`` turns into messages (see
+        CommitLog.put_uniform_items): the same records, result and DispatchRequests, without
+        building a message per record while no put hook is left to run and the append takes
+        the uniform path; otherwise ``build`` is called and put_messages does the rest.
+        """
+        if not all(getattr(hook, "only_delayed", False) for hook in self.put_message_hooks):
+            return await self.put_messages(build(), undelayed=True)
+        status = self._check_store_status()  # once per batch, as put_messages
+        if status is not None:
+            return PutMessageResult(status)
+        try:
+            result = self.commit_log.put_uniform_items(topic, queue_id, sys_flag, born_timestamp, born_host,
+                                                       reconsume_times, items)
+        except (TypeError, ValueError, AttributeError) as exc:  # as put_messages reports it
+            log.warning("illegal message refused: %s", exc)
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
+        if result is None:  # anything unusual: the general path reports the precise result
+            return await self.put_messages(build(), undelayed=True)
+        self.reput_service.wakeup()
+        if self._group_commit is not None:
+            wait = all(_wait_store_msg_ok(item[2]) for item in items)
+            return await self._wait_for_flush(result, wait, topic)
+        return result
+
+    async def _wait_for_flush(self, result: PutMessageResult, wait: bool, topic: str) -> PutMessageResult:
+        """``wait``: every message asked to wait for the disk (WAIT true or absent)."""
         service = self._group_commit
-        if all(m.wait_store_msg_ok for m in msgs):
+        if wait:
             ar = result.append_message_result
             loop = self._loop
             fut = loop.create_future()
@@ -409,7 +456,7 @@ class MessageStore:
             except TimeoutError:
                 ok = False
             if not ok:
-                log.error("do groupcommit, wait for flush failed, topic: %s", msgs[0].topic)
+                log.error("do groupcommit, wait for flush failed, topic: %s", topic)
                 result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         else:
             service.wakeup()

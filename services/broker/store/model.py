@@ -41,7 +41,8 @@ class MessageExtBrokerInner:
     # (string, string_to_properties(string)) when whoever built the message already parsed the
     # properties string it stores: the store hands the dict to dispatch instead of parsing it
     # again, but only while ``properties_string`` is still that very string object. The dict is
-    # not ``properties`` (which hooks may change) and nobody changes it after construction.
+    # not ``properties`` (which hooks may change) unless no put hook runs before the append
+    # (new_batch_inner_messages(undelayed=True)); nobody changes it after construction.
     parsed_properties: tuple[str, dict[str, str]] | None = None
 
     def encoded_properties(self) -> str:

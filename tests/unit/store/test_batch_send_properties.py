@@ -57,6 +57,7 @@ async def processor(tmp_path):
     broker.new_inner_message = BrokerController.new_inner_message.__get__(broker)
     broker.new_batch_inner_messages = BrokerController.new_batch_inner_messages.__get__(broker)
     broker.put_messages = BrokerController.put_messages.__get__(broker)
+    broker.put_batch = BrokerController.put_batch.__get__(broker)
     broker.put_message = BrokerController.put_message.__get__(broker)
 
     async def submit(run):
