@@ -79,8 +79,8 @@ async def run_consume_load(opts: ConsumeOptions, stop: asyncio.Event | None = No
                             born = response.message.system_properties.born_timestamp.ToMilliseconds()
                             stats.latencies_ms.append(max(0.0, now_ms - born))
                             received.append(response.message)
-                except grpc.aio.AioRpcError:
-                    stats.errors += 1
+                except grpc.aio.AioRpcError as exc:
+                    stats.add_error(f"ReceiveMessage gRPC {exc.code().name}: {exc.details()}")
                     continue
                 stats.requests += 1
                 if not received:
@@ -93,7 +93,7 @@ async def run_consume_load(opts: ConsumeOptions, stop: asyncio.Event | None = No
                     group=pb.Resource(name=opts.group), topic=pb.Resource(name=opts.topic), entries=entries),
                     metadata=metadata, timeout=10)
                 if ack.status.code != pb.Code.OK:
-                    stats.errors += 1
+                    stats.add_error(f"AckMessage {pb.Code.Name(ack.status.code)}: {ack.status.message}")
 
         await asyncio.gather(*(worker() for _ in range(opts.concurrency)))
         # Consume TPS is over the time messages kept arriving, not the idle polling after them.

@@ -97,17 +97,19 @@ async def run_send_load(opts: LoadOptions) -> Stats:
                     return
                 request = build_request(opts, body)
                 t0 = perf()
+                failure = None
                 try:
                     response = await send(request, metadata=metadata, timeout=10)
-                    ok = response.status.code == OK
-                except grpc.aio.AioRpcError:
-                    ok = False
+                    if response.status.code != OK:
+                        failure = f"{pb.Code.Name(response.status.code)}: {response.status.message}"
+                except grpc.aio.AioRpcError as exc:
+                    failure = f"gRPC {exc.code().name}: {exc.details()}"
                 latencies.append((perf() - t0) * 1000)
                 stats.requests += 1
-                if ok:
+                if failure is None:
                     stats.messages += opts.batch
                 else:
-                    stats.errors += 1
+                    stats.add_error(failure)
 
         # Long-lived objects out of the collector's way; the collector itself paused for runs
         # short enough that the garbage it would have reclaimed cannot matter.
