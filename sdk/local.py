@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from orbitmq.common.runtime import freeze_startup_objects
 from orbitmq.config import parse_cli_overrides
 from orbitmq.log import setup_logging
 
@@ -307,6 +308,7 @@ async def run_broker_child(args: argparse.Namespace) -> int:
         except BaseException:
             await broker.abort_start()
             raise
+        freeze_startup_objects()
         print(f"{BROKER_READY} {broker_cfg.listen_port}", flush=True)
         try:
             await stop.wait()
@@ -326,6 +328,7 @@ async def run(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     _stop_on_signals(stop)
     await cluster.start()
+    freeze_startup_objects()
     print(f"OrbitMQ is running. gRPC endpoint: {cluster.endpoint}  (NameServer {cluster.namesrv_addr}, "
           f"broker {args.host}:{args.broker_port}, data {cluster.data_dir})", flush=True)
     print("Send a first message with the official client (pip install rocketmq-python-client):", flush=True)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.controller import BrokerController
 from orbitmq.broker.store.config import MessageStoreConfig
+from orbitmq.common.runtime import freeze_startup_objects
 from orbitmq.config import load_configs, parse_cli_overrides
 from orbitmq.log import setup_logging
 
@@ -55,6 +56,7 @@ async def run_broker(broker_config: BrokerConfig, store_config: MessageStoreConf
     except BaseException:
         await controller.abort_start()
         raise
+    freeze_startup_objects()
     message = (f"The broker[{broker_config.broker_name}, {broker_config.broker_addr}] boot success. "
                f"serializeType=JSON and name server is {broker_config.namesrv_addr}")
     log.info(message)

@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from orbitmq.common.runtime import freeze_startup_objects
 from orbitmq.config import load_configs, parse_cli_overrides
 from orbitmq.log import setup_logging
 from orbitmq.namesrv.config import NamesrvConfig
@@ -58,6 +59,7 @@ async def run(config: NamesrvConfig) -> int:
         log.error("The Name Server boot failed: %s", exc)
         await controller.shutdown()
         return 1
+    freeze_startup_objects()
     tip = (f"The Name Server boot success. serializeType=JSON, "
            f"address {config.bind_address}:{controller.port}")
     log.info(tip)

@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from orbitmq.common.runtime import freeze_startup_objects
 from orbitmq.config import load_configs, parse_cli_overrides
 from orbitmq.log import setup_logging
 from orbitmq.proxy.config import ProxyConfig
@@ -38,6 +39,7 @@ def build_config(args: argparse.Namespace) -> ProxyConfig:
 async def serve(config: ProxyConfig) -> None:
     server = ProxyServer(config)
     await server.start()
+    freeze_startup_objects()
     print(f"The proxy boot success, gRPC endpoint 127.0.0.1:{server.port}, namesrv {config.namesrv_addr}",
           flush=True)
     stop = asyncio.Event()
