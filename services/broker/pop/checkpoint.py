@@ -47,8 +47,12 @@ def _loads(body: bytes | str) -> dict[str, Any]:
     return obj
 
 
+# json.dumps with options builds a new encoder per call; one shared encoder writes the same text.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _dumps(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _ENCODER.encode(obj).encode("utf-8")
 
 
 @dataclass(slots=True)
@@ -172,7 +176,7 @@ class BatchAckMsg(AckMsg):
         return list(self.ack_offset_list)
 
     def unique_id(self) -> str:
-        offsets = "[" + ", ".join(str(o) for o in self.ack_offset_list) + "]"
+        offsets = "[" + ", ".join(map(str, self.ack_offset_list)) + "]"
         return SPLIT.join((self.topic, str(self.queue_id), offsets, self.consumer_group, str(self.pop_time),
                            BATCH_ACK_TAG))
 

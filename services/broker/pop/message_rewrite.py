@@ -7,8 +7,25 @@ orderly redelivery carries its delivery count as reconsumeTimes.
 
 from __future__ import annotations
 
-from orbitmq.common.message import MessageConst, MessageExt
-from orbitmq.common.message_codec import decode_record, encode_record
+from orbitmq.common.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    MessageConst,
+    MessageExt,
+    parse_properties_exact,
+    properties_to_string,
+)
+from orbitmq.common.message_codec import (
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH,
+    MESSAGE_MAGIC_CODE,
+    body_crc32,
+    calc_msg_length,
+    decode_record,
+    encode_record,
+    header_struct,
+)
+from orbitmq.common.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 
 def parse_host(text: str) -> tuple[str, int]:
@@ -38,3 +55,67 @@ def rewrite_popped(record: bytes, *, extra_info: str, pop_time: int, shown_topic
     if reconsume_times is not None:
         msg.reconsume_times = reconsume_times
     return encode_message_ext(msg), msg
+
+
+# Where bornHost starts, and the size of everything before the body of an IPv4/IPv4 record.
+_V4_HEADER = header_struct(False, False)
+_HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+_POP_CK_ITEM = MessageConst.POP_CK + NAME_VALUE_SEPARATOR
+_FIRST_POP_ITEM = MessageConst.FIRST_POP_TIME + NAME_VALUE_SEPARATOR
+
+
+def rewrite_popped_record(record: bytes, *, extra_info: str, pop_time: int, shown_topic: str | None = None,
+                          reconsume_times: int | None = None) -> bytes:
+    """The bytes rewrite_popped returns, spliced from the record instead of decoded and re-encoded.
+
+    Decoding builds host strings, a message id and a MessageExt that the POP response never
+    needs. Only a record whose round trip through MessageExt is known to be the identity is
+    spliced (IPv4 hosts with valid ports, consistent lengths); anything else takes the
+    decode/re-encode path, so the bytes (and errors) are always those of rewrite_popped.
+    """
+    hs = _V4_HEADER
+    size = len(record)
+    if size < hs.size + 3:
+        return rewrite_popped(record, extra_info=extra_info, pop_time=pop_time, shown_topic=shown_topic,
+                              reconsume_times=reconsume_times)[0]
+    (total, magic, _crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, born_addr, born_port,
+     store_ts, store_addr, store_port, reconsume, prepared, body_len) = hs.unpack_from(record, 0)
+    body_end = hs.size + body_len
+    if (magic != MESSAGE_MAGIC_CODE or total != size or sys_flag & _HOST_FLAGS or body_len < 0
+            or body_end + 3 > size or not 0 <= born_port <= 0xFFFF or not 0 <= store_port <= 0xFFFF):
+        return rewrite_popped(record, extra_info=extra_info, pop_time=pop_time, shown_topic=shown_topic,
+                              reconsume_times=reconsume_times)[0]
+    topic_len = record[body_end]
+    props_at = body_end + 1 + topic_len + 2
+    props_len = int.from_bytes(record[props_at - 2:props_at], "big")
+    if props_at + props_len != size:
+        return rewrite_popped(record, extra_info=extra_info, pop_time=pop_time, shown_topic=shown_topic,
+                              reconsume_times=reconsume_times)[0]
+    if shown_topic is None:
+        topic_b = record[body_end + 1:body_end + 1 + topic_len]
+        topic_b.decode("utf-8")  # the same UnicodeDecodeError decoding would raise
+    else:
+        record[body_end + 1:body_end + 1 + topic_len].decode("utf-8")
+        topic_b = shown_topic.encode("utf-8")
+    props_text = record[props_at:size].decode("utf-8") if props_len else ""
+    props, exact = parse_properties_exact(props_text)
+    if exact:
+        # properties_to_string(props) would give props_text back: append what setdefault adds.
+        if MessageConst.POP_CK not in props:
+            props_text += f"{_POP_CK_ITEM}{extra_info}{PROPERTY_SEPARATOR}"
+        if MessageConst.FIRST_POP_TIME not in props:
+            props_text += f"{_FIRST_POP_ITEM}{pop_time}{PROPERTY_SEPARATOR}"
+    else:
+        props.setdefault(MessageConst.POP_CK, extra_info)
+        props.setdefault(MessageConst.FIRST_POP_TIME, str(pop_time))
+        props_text = properties_to_string(props)
+    props_b = props_text.encode("utf-8")
+    if len(topic_b) > MAX_TOPIC_LENGTH or len(props_b) > MAX_PROPERTIES_LENGTH:
+        return rewrite_popped(record, extra_info=extra_info, pop_time=pop_time, shown_topic=shown_topic,
+                              reconsume_times=reconsume_times)[0]
+    body = record[hs.size:body_end]
+    header = hs.pack(
+        calc_msg_length(sys_flag, body_len, len(topic_b), len(props_b)), magic, body_crc32(body), queue_id, flag,
+        queue_offset, physical_offset, sys_flag, born_ts, born_addr, born_port, store_ts, store_addr, store_port,
+        reconsume if reconsume_times is None else reconsume_times, prepared, body_len)
+    return b"".join((header, body, bytes((len(topic_b),)), topic_b, len(props_b).to_bytes(2, "big"), props_b))

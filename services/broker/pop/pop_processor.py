@@ -26,6 +26,7 @@ from orbitmq.broker.store.model import GetMessageStatus
 from orbitmq.common import extra_info
 from orbitmq.common.constants import is_readable, is_retry_topic
 from orbitmq.common.extra_info import POP_ORDER_REVIVE_QUEUE, build_pop_retry_topic
+from orbitmq.common.filter.message_filter import TagFilter
 from orbitmq.common.message_codec import decode_record
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
@@ -33,7 +34,7 @@ from orbitmq.remoting.protocol import RemotingCommand
 from . import dead_letter
 from .checkpoint import PopCheckPoint
 from .constants import INIT_MODE_MIN, MAX_POP_MSG_NUMS, build_lock_key
-from .message_rewrite import rewrite_popped
+from .message_rewrite import rewrite_popped_record
 
 if TYPE_CHECKING:
     from .service import PopService
@@ -175,6 +176,9 @@ class PopMessageProcessor:
         message_filter = None
         if header.exp:
             message_filter = build_filter(header.exp_type or "TAG", header.exp, header.topic, header.consumer_group)
+            if takes_everything(message_filter):
+                # The store would decode every record's properties only to let it through.
+                message_filter = None
         return topic_config, message_filter
 
     def _response(self, request: RemotingCommand, header: PopHeader, batch: PopBatch, code: int,
@@ -300,11 +304,10 @@ class PopMessageProcessor:
         for record, queue_offset in zip(records, offsets, strict=True):
             info = extra_info.build_extra_info(offset, batch.pop_time, header.invisible_time, batch.revive_qid,
                                                topic, broker_name, queue_id, queue_offset)
-            encoded, _msg = rewrite_popped(
+            batch.records.append(rewrite_popped_record(
                 record, extra_info=info, pop_time=batch.pop_time,
                 shown_topic=header.topic if is_retry or is_retry_topic(topic) else None,
-                reconsume_times=counts.get(queue_offset) if header.order else None)
-            batch.records.append(encoded)
+                reconsume_times=counts.get(queue_offset) if header.order else None))
         broker.record_pulled(group, len(offsets), topic)
         return True
 
@@ -332,6 +335,14 @@ class PopMessageProcessor:
             keep_records.append(record)
             keep_offsets.append(queue_offset)
         return keep_records, keep_offsets
+
+
+def takes_everything(message_filter: Any) -> bool:
+    """Whether a filter lets every message through at both stages (e.g. TAG "*"), as no filter does."""
+    if type(message_filter) is not TagFilter:
+        return False
+    sub = message_filter.subscription
+    return sub.class_filter_mode or (sub.is_sub_all and not sub.tags_set)
 
 
 def init_offset(broker: Any, topic: str, queue_id: int, init_mode: int) -> int:

@@ -20,7 +20,17 @@ from typing import TYPE_CHECKING
 
 from orbitmq.broker.store.model import GetMessageStatus
 from orbitmq.common.aio import cancel_and_wait
-from orbitmq.common.message_codec import RecordError, decode_record
+from orbitmq.common.message import MessageConst, string_to_properties
+from orbitmq.common.message_codec import (
+    INT,
+    MESSAGE_MAGIC_CODE,
+    SIZE_MAGIC,
+    SYS_FLAG_POSITION,
+    RecordError,
+    decode_record,
+    header_struct,
+)
+from orbitmq.common.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 from . import dead_letter
 from .checkpoint import AckMsg, BatchAckMsg, PopCheckPoint, RevivePayloadError
@@ -32,6 +42,33 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READ_SIZE = 4 * 1024 * 1024
+_HEADER_V4 = header_struct(False, False)
+_HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+
+
+def record_tag_and_body(record: bytes) -> tuple[str | None, bytes]:
+    """(TAGS property, body) of a revive-log record, as decode_record would give them.
+
+    The revive service reads every checkpoint and ack once; decoding the whole record would
+    also build host strings and a message id it never looks at. A record that does not add
+    up is handed to decode_record, so a bad one raises exactly as before.
+    """
+    size = len(record)
+    if size >= _HEADER_V4.size + 3:
+        total, magic = SIZE_MAGIC.unpack_from(record, 0)
+        (sys_flag,) = INT.unpack_from(record, SYS_FLAG_POSITION)
+        (body_len,) = INT.unpack_from(record, _HEADER_V4.size - 4)
+        body_end = _HEADER_V4.size + body_len
+        if (magic == MESSAGE_MAGIC_CODE and total == size and not sys_flag & _HOST_FLAGS and body_len >= 0
+                and body_end + 3 <= size):
+            topic_len = record[body_end]
+            props_at = body_end + 3 + topic_len
+            if props_at + int.from_bytes(record[props_at - 2:props_at], "big") == size:
+                record[body_end + 1:props_at - 2].decode("utf-8")
+                props = string_to_properties(record[props_at:].decode("utf-8")) if props_at < size else {}
+                return props.get(MessageConst.TAGS), record[_HEADER_V4.size:body_end]
+    msg = decode_record(record, 0, check_crc=False)
+    return msg.tags, msg.body
 
 
 def ck_key(topic: str, group: str, queue_id: int, start_offset: int, pop_time: int, broker_name: str) -> tuple:
@@ -165,14 +202,13 @@ class PopReviveService:
 
     def _apply(self, queue: ReviveQueue, record: bytes, offset: int) -> None:
         try:
-            msg = decode_record(record, 0, check_crc=False)
-            tag = msg.tags
+            tag, body = record_tag_and_body(record)
             if tag == CK_TAG:
-                queue.apply_checkpoint(PopCheckPoint.from_json(msg.body), offset)
+                queue.apply_checkpoint(PopCheckPoint.from_json(body), offset)
             elif tag == ACK_TAG:
-                queue.apply_ack(AckMsg.from_json(msg.body))
+                queue.apply_ack(AckMsg.from_json(body))
             elif tag == BATCH_ACK_TAG:
-                queue.apply_ack(BatchAckMsg.from_json(msg.body))
+                queue.apply_ack(BatchAckMsg.from_json(body))
             else:
                 log.warning("unknown revive log record tag %r at %d@%d", tag, queue.queue_id, offset)
         except (RecordError, RevivePayloadError, UnicodeDecodeError) as exc:
