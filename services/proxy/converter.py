@@ -97,6 +97,15 @@ _BORN_HOST = MessageConst.BORN_HOST
 _BORN_TIMESTAMP = MessageConst.BORN_TIMESTAMP
 
 
+def _check_user_size_and_message_id(user_size: int, message_id: str, config: ProxyConfig) -> None:
+    """SendMessageActivity's checks once user properties, tag and keys have been counted."""
+    if user_size > config.max_user_property_size:
+        raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                         f"the total size of user property is too large, max is {config.max_user_property_size}")
+    if not message_id.strip():
+        raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+
+
 def build_message_properties(message: pb.Message, producer_group: str, remote_addr: str,
                              config: ProxyConfig) -> dict[str, str]:
     """The Remoting properties of one gRPC message; raises ProxyError for what RocketMQ refuses.
@@ -137,13 +146,8 @@ def build_message_properties(message: pb.Message, producer_group: str, remote_ad
             user_size += utf8_len(key)
         props[_KEYS] = _KEY_SEPARATOR.join(keys)
 
-    if user_size > config.max_user_property_size:
-        raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
-                         f"the total size of user property is too large, max is {config.max_user_property_size}")
-
     message_id = sysp.message_id
-    if not message_id.strip():
-        raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+    _check_user_size_and_message_id(user_size, message_id, config)
     props[_UNIQ_KEY] = message_id
 
     if sysp.message_type == TRANSACTION:
@@ -257,13 +261,8 @@ def encode_message_properties(message: pb.Message, producer_group: str, remote_a
     else:
         keys_part = ""
 
-    if user_size > config.max_user_property_size:
-        raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
-                         f"the total size of user property is too large, max is {config.max_user_property_size}")
-
     message_id = sysp.message_id
-    if not message_id.strip():
-        raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+    _check_user_size_and_message_id(user_size, message_id, config)
 
     message_type = sysp.message_type
     if message_type == TRANSACTION:

@@ -195,6 +195,14 @@ class CommitLog:
     def roll_next_file(self, offset: int) -> int:
         return offset + self.file_size - offset % self.file_size
 
+    def _next_store_timestamp(self) -> int:
+        """Now in ms, but never before the last record's: store time does not go backwards in log order."""
+        now = _now_ms()
+        if now < self._last_store_timestamp:
+            return self._last_store_timestamp
+        self._last_store_timestamp = now
+        return now
+
     def offset_msg_id(self, phy_offset: int) -> str:
         return self._store_id_prefix + LONG.pack(phy_offset).hex().upper()
 
@@ -348,11 +356,7 @@ class CommitLog:
         if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return self._append_rolling(msg, hs, total, crc, queue_id, sflag, born_addr, born_port, body,
                                         topic_field + _SHORT.pack(lp) + props_b, props_s)
-        now = time.time_ns() // 1_000_000
-        if now < self._last_store_timestamp:
-            now = self._last_store_timestamp  # never let store time go backwards in log order
-        else:
-            self._last_store_timestamp = now
+        now = self._next_store_timestamp()
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
         # Prepared and rolled-back transaction records get no ConsumeQueue entry (tranType 4, 12).
@@ -556,11 +560,7 @@ class CommitLog:
                 mf = files[-1] if files else None
                 if mf is None or mf.wrote_position + batch_bytes > max_fit:
                     return None  # no open segment, or the batch rolls over: the general path
-                now = _now_ms()
-                if now < self._last_store_timestamp:
-                    now = self._last_store_timestamp  # never let store time go backwards in log order
-                else:
-                    self._last_store_timestamp = now
+                now = self._next_store_timestamp()
                 self.begin_time_in_lock = now
                 start = pos = mf.wrote_position
                 base = mf.file_from_offset
@@ -608,11 +608,7 @@ class CommitLog:
                 self.begin_time_in_lock = 0
 
     def _append_locked(self, items: list) -> PutMessageResult:
-        now = _now_ms()
-        if now < self._last_store_timestamp:
-            now = self._last_store_timestamp  # never let store time go backwards in log order
-        else:
-            self._last_store_timestamp = now
+        now = self._next_store_timestamp()
         self.begin_time_in_lock = now
         mfq = self.mapped_file_queue
         file_size = self.file_size
