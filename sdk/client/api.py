@@ -113,6 +113,28 @@ class ConsumerData:
         }
 
 
+_PULL_STATUSES = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+_POP_STATUSES = {
+    ResponseCode.SUCCESS: PopStatus.FOUND,
+    ResponseCode.POLLING_FULL: PopStatus.POLLING_FULL,
+    ResponseCode.POLLING_TIMEOUT: PopStatus.POLLING_NOT_FOUND,
+    ResponseCode.PULL_NOT_FOUND: PopStatus.POLLING_NOT_FOUND,
+}
+
+
+def _status_of(response: RemotingCommand, statuses: dict[int, Any], broker_addr: str) -> Any:
+    """The pull/pop status a response code stands for; any other code is the broker's error."""
+    status = statuses.get(response.code)
+    if status is None:
+        raise MQBrokerError(response.code, response.remark, broker_addr)
+    return status
+
+
 class MQClientAPI:
     """Async Remoting calls to NameServers and brokers; shares one RemotingClient."""
 
@@ -291,15 +313,7 @@ class MQClientAPI:
     async def pull_message(self, broker_addr: str, header: h.PullMessageRequestHeader,
                            timeout: float | None = None) -> PullResult:  # noqa: ASYNC109
         response = await self.invoke(broker_addr, RequestCode.PULL_MESSAGE, header, timeout=timeout)
-        statuses = {
-            ResponseCode.SUCCESS: PullStatus.FOUND,
-            ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-            ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-            ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-        }
-        status = statuses.get(response.code)
-        if status is None:
-            raise MQBrokerError(response.code, response.remark, broker_addr)
+        status = _status_of(response, _PULL_STATUSES, broker_addr)
         rh = h.PullMessageResponseHeader.from_command(response)
         messages = decode_records(response.body) if status == PullStatus.FOUND and response.body else []
         return PullResult(status, rh.next_begin_offset, rh.min_offset, rh.max_offset, messages,
@@ -309,15 +323,7 @@ class MQClientAPI:
                           timeout: float | None = None) -> PopResult:  # noqa: ASYNC109
         """POP_MESSAGE; each found message gets its POP_CK (receipt handle) as RocketMQ's client builds it."""
         response = await self.invoke(broker_addr, RequestCode.POP_MESSAGE, header, timeout=timeout)
-        statuses = {
-            ResponseCode.SUCCESS: PopStatus.FOUND,
-            ResponseCode.POLLING_FULL: PopStatus.POLLING_FULL,
-            ResponseCode.POLLING_TIMEOUT: PopStatus.POLLING_NOT_FOUND,
-            ResponseCode.PULL_NOT_FOUND: PopStatus.POLLING_NOT_FOUND,
-        }
-        status = statuses.get(response.code)
-        if status is None:
-            raise MQBrokerError(response.code, response.remark, broker_addr)
+        status = _status_of(response, _POP_STATUSES, broker_addr)
         rh = h.PopMessageResponseHeader.from_command(response)
         result = PopResult(status, [], rh.pop_time, rh.invisible_time, rh.rest_num)
         if status != PopStatus.FOUND:
