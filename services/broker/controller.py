@@ -41,7 +41,6 @@ from orbitmq.broker.store.metadata.topic_config_manager import TopicConfigManage
 from orbitmq.broker.store.model import AppendMessageStatus, GetMessageStatus, MessageExtBrokerInner
 from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.constants import PERM_READ, PERM_WRITE, is_readable, is_writeable
-from orbitmq.common.java_hash import java_string_hash
 from orbitmq.common.message import MessageConst, properties_to_string
 from orbitmq.common.message_codec import RecordError, decode_record, tags_hash_code
 from orbitmq.remoting.codes import RequestCode
@@ -67,13 +66,6 @@ def _parse_born_host(born_host: str) -> tuple[str, int]:
         return (host.strip("[]") or "127.0.0.1", int(port))
     except ValueError:
         return ("127.0.0.1", 0)
-
-
-def tags_string_to_tags_code(filter_type: str, tags: str | None) -> int:
-    """MessageExtBrokerInner.tagsString2tagsCode: the Java hash of the tag, 0 when untagged."""
-    if not tags:
-        return 0
-    return java_string_hash(tags)
 
 
 class BrokerController:
@@ -292,7 +284,6 @@ class BrokerController:
 
     def new_inner_message(self, *, topic: str, queue_id: int, body: bytes, flag: int, properties: dict[str, str],
                           sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int,
-                          tags_filter_type: str = "SINGLE_TAG",
                           copy_properties: bool = True,
                           properties_string: str | None = None) -> MessageExtBrokerInner:
         """``copy_properties=False`` hands ``properties`` over as is: for callers that built the

@@ -216,7 +216,6 @@ class SendMessageProcessor:
             topic=topic, queue_id=queue_id, body=body, flag=header.flag, properties=props,
             sys_flag=sys_flag, born_timestamp=header.born_timestamp,
             born_host=self.broker.remote_addr(channel), reconsume_times=header.reconsume_times,
-            tags_filter_type=topic_config.topic_filter_type,
             properties_string=header.properties if exact and props else None)
         result = await self.broker.send_queue.submit(lambda: self.broker.put_message(inner))
         return map_put_result(result, queue_id, batch=False)

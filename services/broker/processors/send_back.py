@@ -111,7 +111,7 @@ class SendBackProcessor:
         inner = broker.new_inner_message(
             topic=new_topic, queue_id=queue_id, body=msg.body, flag=msg.flag, properties=props,
             sys_flag=sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            reconsume_times=msg.reconsume_times + 1, tags_filter_type=topic_config.topic_filter_type)
+            reconsume_times=msg.reconsume_times + 1)
         result = await broker.send_queue.submit(lambda: broker.put_message(inner))
         if result is None:
             return request.response_to(ResponseCode.SYSTEM_ERROR, "putMessageResult is null")

@@ -205,10 +205,8 @@ class ScheduleMessageService:
             return None
         props.pop(MessageConst.DELAY_TIME_LEVEL, None)
         props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-        topic_config = self.broker.topic_config_manager.select_topic_config(real_topic)
-        filter_type = topic_config.topic_filter_type if topic_config is not None else "SINGLE_TAG"
         inner = self.broker.new_inner_message(
             topic=real_topic, queue_id=real_queue, body=msg.body, flag=msg.flag, properties=props,
             sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            reconsume_times=msg.reconsume_times, tags_filter_type=filter_type)
+            reconsume_times=msg.reconsume_times)
         return inner
