@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from google.protobuf.duration_pb2 import Duration
 
 from orbitmq.client import ConsumerData, ProducerData
+from orbitmq.common.aio import cancel_and_wait
 from orbitmq.common.filter import SubscriptionData, validate_filter_expression
 from orbitmq.common.filter.errors import FilterExpressionError
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
@@ -113,11 +114,8 @@ class ClientManager:
             self._task = asyncio.create_task(self._housekeeping(), name="grpc-client-housekeeping")
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         for client in list(self.clients.values()):
             self._close_stream(client)
         for task in list(self._pending):

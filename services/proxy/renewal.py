@@ -9,12 +9,12 @@ away its messages are made visible again within a second instead of after the fu
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from orbitmq.common.aio import cancel_and_wait
 from orbitmq.proxy.config import ProxyConfig
 
 log = logging.getLogger("orbitmq.proxy.renewal")
@@ -59,11 +59,8 @@ class ReceiptHandleRenewer:
             self._task = asyncio.create_task(self._loop(), name="receipt-handle-renewal")
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def hold(self, client_id: str, group: str, topic: str, message_id: str, handle: str, invisible_ms: int) -> None:
         now = _now_ms()
