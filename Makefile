@@ -8,10 +8,18 @@ PROTO_STAMP := sdk/proto/.generated
 
 .PHONY: setup run test proto lint bench bench-store clean node
 
-$(STAMP): pyproject.toml setup.py
+SPEEDUPS := $(shell find sdk services -name '_speedups*.pyx' 2>/dev/null)
+
+# The accelerators (setup.py) need a C compiler and Python's headers: installed when missing.
+$(STAMP): pyproject.toml setup.py $(SPEEDUPS)
+	@command -v cc >/dev/null || command -v gcc >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev)
+	@$(PY) -c "import os, sysconfig; os.stat(sysconfig.get_paths()['include'] + '/Python.h')" 2>/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			python3-dev "python$$($(PY) -c 'import sys; print(*sys.version_info[:2], sep=".")')-dev")
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	ORBITMQ_REQUIRE_SPEEDUPS=1 $(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
 $(PROTO_STAMP): $(PROTO_SRC) proto/generate.py $(STAMP)
@@ -51,3 +59,4 @@ bench-store: setup
 
 clean:
 	rm -rf $(VENV) sdk/proto build *.egg-info
+	find sdk services \( -name '_speedups*.c' -o -name '_speedups*.so' \) -delete
