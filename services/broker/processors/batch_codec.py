@@ -55,6 +55,9 @@ def decode_batch(data: bytes) -> list[tuple[int, bytes, str]]:
     return items
 
 
+_py_decode_batch = decode_batch
+
+
 def _decode_checked(data: bytes) -> list[tuple[int, bytes, str]]:
     """decode_batch checking one field at a time: the precise error for a malformed body."""
     items: list[tuple[int, bytes, str]] = []
@@ -102,3 +105,9 @@ def encode_batch(items: list[BatchItem]) -> bytes:
         out += _SHORT.pack(len(props))
         out += props
     return bytes(out)
+
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.broker.processors._speedups_batch import decode_batch  # noqa: F811
+except ImportError:
+    pass

@@ -123,6 +123,83 @@ def _fields_fit(msg: MessageExtBrokerInner) -> bool:
         return False
 
 
+def _layout_uniform(items: list, fixed: int, max_body: int, max_record: int,
+                    max_fit: int) -> tuple[list[tuple], int] | None:
+    """Pass 1 of put_uniform_items: check and lay out each (flag, body, properties,
+    properties_string) item of a uniform batch whose fixed part (header and topic field) takes
+    ``fixed`` bytes; nothing is written. ([(total, crc, flag, body, tail, properties_string,
+    properties)], the batch's bytes), where ``tail`` is the properties length and bytes; None
+    when any item is unusual (the general path then reports it)."""
+    short_pack = _SHORT.pack
+    crc32 = _crc32
+    recs = []
+    add = recs.append
+    batch_bytes = 0
+    for flag, body, props, props_s in items:
+        if (type(flag) is not int or not _INT_MIN <= flag <= _INT_MAX
+                or not isinstance(body, (bytes, bytearray, memoryview))):
+            return None
+        if props_s is None:
+            props_s = properties_to_string(props) if props else ""
+            props = None
+        props_b = props_s.encode("utf-8")
+        lp = len(props_b)
+        lb = len(body)
+        total = fixed + lb + lp
+        if lp > MAX_PROPERTIES_LENGTH or lb > max_body or total > max_record or total > max_fit:
+            return None
+        crc = crc32(body) & 0x7FFFFFFF
+        add((total, crc, flag, body, short_pack(lp) + props_b, props_s, props))
+        batch_bytes += total
+    return recs, batch_bytes
+
+
+def _write_uniform(mm, start: int, base: int, recs: list[tuple], hs: struct.Struct, topic: str, queue_id: int,
+                   sflag: int, born_ts: int, born_addr: bytes, born_port: int, now: int, store_addr: bytes,
+                   store_port: int, reconsume: int, prepared: int, topic_field: bytes, prefix: str, qoff: int,
+                   counted: bool, handoff: bool) -> tuple[int, int, str, list[tuple[int, int]], list[DispatchRequest]]:
+    """Pass 2 of put_uniform_items: write the records _layout_uniform laid out into ``mm`` from
+    byte ``start`` (``base`` its segment's offset) with header layout ``hs``, the first at queue
+    offset ``qoff`` (``counted``: each takes the next one). (end position, next queue offset,
+    the comma-joined message ids, [(physical offset, queue offset)], the DispatchRequests when
+    ``handoff``). Nothing is written when anything raises."""
+    pack = hs.pack
+    parts: list = []
+    extend = parts.extend
+    ids: list[str] = []
+    offsets: list[tuple[int, int]] = []
+    requests: list[DispatchRequest] = []
+    last_tags = None
+    tags_code = 0
+    pos = start
+    for total, crc, flag, body, tail, props_s, props in recs:
+        phy = base + pos
+        extend((pack(total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, qoff, phy, sflag, born_ts, born_addr,
+                     born_port, now, store_addr, store_port, reconsume, prepared, len(body)),
+                body, topic_field, tail))
+        ids.append(f"{prefix}{phy:016X}")
+        offsets.append((phy, qoff))
+        if handoff:
+            if props is None:
+                props = _parse_properties(props_s) if props_s else {}
+            tags = props.get(_TAGS)
+            if tags != last_tags:  # a batch's messages mostly share their tag
+                last_tags = tags
+                tags_code = tags_hash_code(tags) if tags else 0
+            requests.append(DispatchRequest(
+                topic, queue_id, phy, total, tags_code, now, qoff,
+                props.get(_KEYS, ""), props.get(_UNIQ_KEY), sflag, prepared, props))
+        pos += total
+        if counted:
+            qoff += 1
+    mm[start:pos] = b"".join(parts)
+    return pos, qoff, ",".join(ids), offsets, requests
+
+
+_py_layout_uniform = _layout_uniform
+_py_write_uniform = _write_uniform
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -516,31 +593,12 @@ class CommitLog:
         if not 0 <= born_port <= 0xFFFF:
             return None
         fixed += len(topic_field)
-        max_body = self.max_body_size
-        max_record = self.max_message_size
-        max_fit = self.file_size - END_FILE_MIN_BLANK_LENGTH
-        short_pack = _SHORT.pack
-        crc32 = _crc32
         # Pass 1: check and lay out every record; nothing is written yet.
-        recs = []
-        add = recs.append
-        batch_bytes = 0
-        for flag, body, props, props_s in items:
-            if (type(flag) is not int or not _INT_MIN <= flag <= _INT_MAX
-                    or not isinstance(body, (bytes, bytearray, memoryview))):
-                return None
-            if props_s is None:
-                props_s = properties_to_string(props) if props else ""
-                props = None
-            props_b = props_s.encode("utf-8")
-            lp = len(props_b)
-            lb = len(body)
-            total = fixed + lb + lp
-            if lp > MAX_PROPERTIES_LENGTH or lb > max_body or total > max_record or total > max_fit:
-                return None
-            crc = crc32(body) & 0x7FFFFFFF
-            add((total, crc, flag, body, short_pack(lp) + props_b, props_s, props))
-            batch_bytes += total
+        laid = _layout_uniform(items, fixed, self.max_body_size, self.max_message_size,
+                               self.file_size - END_FILE_MIN_BLANK_LENGTH)
+        if laid is None:
+            return None
+        recs, batch_bytes = laid
         if crcs is not None:
             crcs.extend([rec[1] for rec in recs])
         sflag = (sys_flag & ~_V6_BITS) | host_bits
@@ -549,10 +607,7 @@ class CommitLog:
         handoff = self.handoff
         if handoff is not None and len(handoff) + len(recs) > HANDOFF_MAX:
             handoff = None
-        store_addr = self.store_addr
-        store_port = self.store_port
-        prefix = self._store_id_prefix
-        pack = hs.pack
+        max_fit = self.file_size - END_FILE_MIN_BLANK_LENGTH
         table = self.topic_queue_table
         with self.put_message_lock:
             try:
@@ -562,37 +617,13 @@ class CommitLog:
                     return None  # no open segment, or the batch rolls over: the general path
                 now = self._next_store_timestamp()
                 self.begin_time_in_lock = now
-                start = pos = mf.wrote_position
+                start = mf.wrote_position
                 base = mf.file_from_offset
-                first_logic = qoff = table.get(key, 0) if key is not None else 0
-                parts: list = []
-                extend = parts.extend
-                ids: list[str] = []
-                offsets: list[tuple[int, int]] = []
-                requests: list[DispatchRequest] = []
-                last_tags = None
-                tags_code = 0
-                for total, crc, flag, body, tail, props_s, props in recs:
-                    phy = base + pos
-                    extend((pack(total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, qoff, phy, sflag, born_ts, born_addr,
-                                 born_port, now, store_addr, store_port, reconsume, prepared, len(body)),
-                            body, topic_field, tail))
-                    ids.append(f"{prefix}{phy:016X}")
-                    offsets.append((phy, qoff))
-                    if handoff is not None:
-                        if props is None:
-                            props = _parse_properties(props_s) if props_s else {}
-                        tags = props.get(_TAGS)
-                        if tags != last_tags:  # a batch's messages mostly share their tag
-                            last_tags = tags
-                            tags_code = tags_hash_code(tags) if tags else 0
-                        requests.append(DispatchRequest(
-                            topic, queue_id, phy, total, tags_code, now, qoff,
-                            props.get(_KEYS, ""), props.get(_UNIQ_KEY), sflag, prepared, props))
-                    pos += total
-                    if key is not None:
-                        qoff += 1
-                mf.mm[start:pos] = b"".join(parts)
+                first_logic = table.get(key, 0) if key is not None else 0
+                pos, qoff, msg_ids, offsets, requests = _write_uniform(
+                    mf.mm, start, base, recs, hs, topic, queue_id, sflag, born_ts, born_addr, born_port, now,
+                    self.store_addr, self.store_port, reconsume, prepared, topic_field, self._store_id_prefix,
+                    first_logic, key is not None, handoff is not None)
                 if key is not None:
                     table[key] = qoff
                 mf.wrote_position = pos
@@ -601,7 +632,7 @@ class CommitLog:
                     handoff.extend(requests)
                 self.put_message_times_total += len(recs)
                 self.put_message_size_total += batch_bytes
-                result = AppendMessageResult(AppendMessageStatus.PUT_OK, base + start, batch_bytes, ",".join(ids),
+                result = AppendMessageResult(AppendMessageStatus.PUT_OK, base + start, batch_bytes, msg_ids,
                                              now, first_logic, len(recs), offsets)
                 return PutMessageResult(PutMessageStatus.PUT_OK, result)
             finally:
@@ -926,3 +957,9 @@ def _invalid(size: int) -> DispatchRequest:
 
 
 __all__ = ["CommitLog", "MESSAGE_MAGIC_CODE", "BLANK_MAGIC_CODE"]
+
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.broker.store._speedups_commitlog import _layout_uniform, _write_uniform  # noqa: F811
+except ImportError:
+    pass
