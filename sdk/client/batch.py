@@ -45,3 +45,11 @@ def encode_batch(bodies: Sequence[bytes], properties: Sequence[str]) -> bytes:
         parts += (head(_FIXED + size + len(props), 0, crc32(body) & 0x7FFFFFFF, 0, size), body,
                   short(len(props)), props)
     return b"".join(parts)
+
+
+_py_encode_batch = encode_batch
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.client._speedups_batch import encode_batch  # noqa: F811
+except ImportError:
+    pass

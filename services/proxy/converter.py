@@ -315,6 +315,9 @@ def encode_message_properties(message: pb.Message, producer_group: str, remote_a
             message_id, message_type)
 
 
+_py_encode_message_properties = encode_message_properties
+
+
 def _encode_via_dict(message: pb.Message, producer_group: str, remote_addr: str,
                      config: ProxyConfig) -> tuple[str, str, int]:
     props = build_message_properties(message, producer_group, remote_addr, config)
@@ -446,3 +449,9 @@ def fill_proto_message(message: pb.Message, msg: MessageExt, topic: str | None =
             dlq = sysp.dead_letter_queue
             dlq.topic = dlq_topic
             dlq.message_id = dlq_id
+
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.proxy._speedups_producer import encode_message_properties  # noqa: F811
+except ImportError:
+    pass

@@ -4,6 +4,7 @@ SEND_BATCH_MESSAGE on the broker that owns the selected queue."""
 from __future__ import annotations
 
 from orbitmq.client import MQBrokerError
+from orbitmq.client.results import SendStatus
 from orbitmq.common.constants import is_retry_topic
 from orbitmq.common.message import Message
 from orbitmq.common.topic_config import TopicMessageType
@@ -26,6 +27,8 @@ _TOPIC_TYPE_OF_MESSAGE = {
     pb.MessageType.TRANSACTION: TopicMessageType.TRANSACTION,
 }
 OK = Code.OK
+_INTERNAL_SERVER_ERROR = Code.INTERNAL_SERVER_ERROR
+_SEND_OK = SendStatus.SEND_OK
 _SEND_STATUS_CODES = {
     "SEND_OK": Code.OK,
     "FLUSH_DISK_TIMEOUT": Code.MASTER_PERSISTENCE_TIMEOUT,
@@ -101,6 +104,57 @@ def ok_response(message_ids: list[str], first_offset: int) -> spb.SendMessageRes
     return spb.SendMessageResponse.FromString(b"".join(parts))
 
 
+_py_ok_response = ok_response
+
+
+def encode_messages(request: spb.SendMessageRequest, topic: str, namespace: str, remote_address: str,
+                    config: ProxyConfig, accepted: frozenset[int] | None,
+                    topic_type: TopicMessageType | None) -> tuple[list[bytes], list[str], list[str]]:
+    """(bodies, properties strings, message ids) of a SendMessage request, checked message by message.
+
+    Per message: same topic, body size, properties (encode_message_properties) and the topic's
+    message type, in that order; the first refusal raises. Producer group = the topic.
+    """
+    empty_check = config.enable_message_body_empty_check
+    limit = config.max_message_size
+    encode = converter.encode_message_properties
+    bodies: list[bytes] = []
+    properties: list[str] = []
+    ids: list[str] = []
+    for proto in request.messages:
+        resource = proto.topic
+        if resource.name != topic or resource.resource_namespace != namespace:
+            raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+        body = proto.body
+        if (empty_check and not body) or 0 < limit < len(body):
+            converter.validate_body(body, config)
+        props, message_id, message_type = encode(proto, topic, remote_address, config)
+        if accepted is not None and message_type not in accepted:
+            check_message_type(topic, topic_type, message_type)
+        bodies.append(body)
+        properties.append(props)
+        ids.append(message_id)
+    return bodies, properties, ids
+
+
+_py_encode_messages = encode_messages
+
+
+def _encode_one(proto: pb.Message, topic: str, namespace: str, remote_address: str, config: ProxyConfig,
+                accepted: frozenset[int] | None, topic_type: TopicMessageType | None) -> tuple[bytes, str, str]:
+    """One message of encode_messages (the compiled one hands it the messages it does not write)."""
+    resource = proto.topic
+    if resource.name != topic or resource.resource_namespace != namespace:
+        raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+    body = proto.body
+    if (config.enable_message_body_empty_check and not body) or 0 < config.max_message_size < len(body):
+        converter.validate_body(body, config)
+    props, message_id, message_type = converter.encode_message_properties(proto, topic, remote_address, config)
+    if accepted is not None and message_type not in accepted:
+        check_message_type(topic, topic_type, message_type)
+    return body, props, message_id
+
+
 class ProducerActivity:
     def __init__(self, config: ProxyConfig, cluster: ClusterService) -> None:
         self.config = config
@@ -129,26 +183,11 @@ class ProducerActivity:
             if topic_type is None:
                 topic_type = await cluster.topic_message_type(topic)
             accepted = _ACCEPTED_TYPES[topic_type]
+        else:
+            topic_type = None
         remote_address = ctx.remote_address
-        empty_check = config.enable_message_body_empty_check
-        limit = config.max_message_size
-        encode = converter.encode_message_properties
-        bodies: list[bytes] = []
-        properties: list[str] = []
-        ids: list[str] = []
-        for proto in protos:
-            resource = proto.topic
-            if resource.name != topic or resource.resource_namespace != namespace:
-                raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-            body = proto.body
-            if (empty_check and not body) or 0 < limit < len(body):
-                converter.validate_body(body, config)
-            props, message_id, message_type = encode(proto, topic, remote_address, config)
-            if accepted is not None and message_type not in accepted:
-                check_message_type(topic, topic_type, message_type)
-            bodies.append(body)
-            properties.append(props)
-            ids.append(message_id)
+        bodies, properties, ids = encode_messages(request, topic, namespace, remote_address, config, accepted,
+                                                  topic_type)
         single = len(bodies) == 1
         group = first.system_properties.message_group if single else None
         queue = cluster.cached_write_queue(topic, group)
@@ -174,7 +213,9 @@ class ProducerActivity:
             if not isinstance(exc, MQBrokerError) or exc.code == ResponseCode.TOPIC_NOT_EXIST:
                 cluster.routes.invalidate(topic)
             raise
-        code = _SEND_STATUS_CODES.get(result.status.value, Code.INTERNAL_SERVER_ERROR)
+        send_status = result.status
+        # SEND_OK by identity: an Enum's .value and a protobuf enum's attribute are Python-level calls.
+        code = OK if send_status is _SEND_OK else _SEND_STATUS_CODES.get(send_status.value, _INTERNAL_SERVER_ERROR)
         if code == OK:
             offset = result.queue_offset
             transaction_id = result.transaction_id or ""
@@ -195,3 +236,9 @@ class ProducerActivity:
         for _ in ids:
             add(status=failed)
         return response
+
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.proxy._speedups_producer import encode_messages, ok_response  # noqa: F811
+except ImportError:
+    pass
