@@ -91,6 +91,9 @@ def java_string_hash_u32(s: str) -> int:
     return _hash_units(s.encode("utf-16-be"), 2, _UTF16_PLANS)
 
 
+_py_java_string_hash_u32 = java_string_hash_u32
+
+
 def java_string_hash(s: str) -> int:
     """String.hashCode of ``s`` as a signed 32-bit int."""
     if s.isascii():  # java_string_hash_u32's fast paths, inlined: tags are hashed per message
@@ -106,6 +109,15 @@ def java_string_hash(s: str) -> int:
     return (java_string_hash_u32(s) ^ _SIGN) - _SIGN
 
 
+_py_java_string_hash = java_string_hash
+
+
 def java_utf16_length(s: str) -> int:
     """String.length(): code units, so an astral character counts twice."""
     return len(s) if s.isascii() else len(s.encode("utf-16-le")) // 2
+
+
+try:  # the compiled accelerator (setup.py): a plain loop over the code units, in C
+    from orbitmq.common._speedups_message import java_string_hash, java_string_hash_u32  # noqa: F811
+except ImportError:
+    pass

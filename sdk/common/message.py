@@ -163,6 +163,9 @@ def properties_to_string(props: Mapping[str, str]) -> str:
     return "".join(parts)
 
 
+_py_properties_to_string = properties_to_string
+
+
 def string_to_properties(s: str | None) -> dict[str, str]:
     """Decode a properties string; tolerant of a missing final separator and empty items.
 
@@ -182,6 +185,9 @@ def string_to_properties(s: str | None) -> dict[str, str]:
     return result
 
 
+_py_string_to_properties = string_to_properties
+
+
 def parse_properties_exact(s: str | None) -> tuple[dict[str, str], bool]:
     """(string_to_properties(s), whether properties_to_string of that dict gives ``s`` back).
 
@@ -196,6 +202,9 @@ def parse_properties_exact(s: str | None) -> tuple[dict[str, str], bool]:
     return props, s[-1] == PROPERTY_SEPARATOR and len(props) == s.count(PROPERTY_SEPARATOR)
 
 
+_py_parse_properties_exact = parse_properties_exact
+
+
 def properties_to_bytes(props: Mapping[str, str]) -> bytes:
     """UTF-8 form of :func:`properties_to_string`, as written into a CommitLog record."""
     return properties_to_string(props).encode("utf-8")
@@ -204,6 +213,9 @@ def properties_to_bytes(props: Mapping[str, str]) -> bytes:
 def bytes_to_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:
     """Decode properties read from a CommitLog record or a Remoting header."""
     return string_to_properties(bytes(data).decode("utf-8"))
+
+
+_py_bytes_to_properties = bytes_to_properties
 
 
 class ReservedPropertyError(ValueError):
@@ -330,3 +342,14 @@ class MessageExt(Message):
     def uniq_id_or_msg_id(self) -> str:
         """What clients call the message id: UNIQ_KEY when present, else the offset id."""
         return self.uniq_key or self.msg_id
+
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.common._speedups_message import (  # noqa: F811
+        bytes_to_properties,
+        parse_properties_exact,
+        properties_to_string,
+        string_to_properties,
+    )
+except ImportError:
+    pass

@@ -101,6 +101,13 @@ def tags_hash_code(tag: str) -> int:
     return java_string_hash(tag)
 
 
+_py_tags_hash_code = tags_hash_code
+try:  # compiled (setup.py): hashing the tag in C is as quick as the cache lookup, and unbounded
+    from orbitmq.common._speedups_message import tags_hash_code  # noqa: F811
+except ImportError:
+    pass
+
+
 @functools.lru_cache(maxsize=4096)
 def host_to_bytes(host: str, port: int) -> tuple[bytes, bool]:
     """(address bytes, is IPv6) for a socket address; the port goes in its own int field."""
