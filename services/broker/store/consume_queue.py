@@ -119,43 +119,9 @@ class ConsumeQueue:
 
     # --- write ---------------------------------------------------------------------------
     def put_message_position_info(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
-        """Write entry ``cq_offset``; a record already indexed (re-dispatch) is ignored."""
-        if offset + size <= self.max_physic_offset:
-            return True
-        mfq = self.mapped_file_queue
-        files = mfq.mapped_files
-        if files:
-            # The common case: the entry goes right after the last one, inside the open segment
-            # (not at its start, where the first-segment blank fill may apply).
-            mf = files[-1]
-            pos = mf.wrote_position
-            if 0 < pos <= self.mapped_file_size - CQ_STORE_UNIT_SIZE and \
-                    mf.file_from_offset + pos == cq_offset * CQ_STORE_UNIT_SIZE:
-                mf.append(CQ_ENTRY.pack(offset, size, tags_code))
-                self.max_physic_offset = offset + size
-                return True
-        expect = cq_offset * CQ_STORE_UNIT_SIZE
-        mf = mfq.get_last_mapped_file_or_create(expect)
-        if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0:
-            # The queue's first segment starts mid-way: earlier slots are blank.
-            self.min_logic_offset = expect
-            mfq.flushed_where = mfq.committed_where = expect
-            self._fill_pre_blank(mf, expect)
-        current = mf.file_from_offset + mf.wrote_position
-        if expect < current:
-            log.warning("build consume queue repeatedly: %s-%d expect %d current %d", self.topic,
-                        self.queue_id, expect, current)
-            return True
-        while current < expect:
-            log.error("[BUG] logic queue order maybe wrong: %s-%d expect %d current %d; filling blanks",
-                      self.topic, self.queue_id, expect, current)
-            mf = self._append(_BLANK_ENTRY)
-            current = mf.file_from_offset + mf.wrote_position
-        if mf.is_full():  # only after blanks filled the segment: the entry starts the next one
-            mf = mfq.get_last_mapped_file_or_create(0)
-        mf.append(CQ_ENTRY.pack(offset, size, tags_code))
-        self.max_physic_offset = offset + size
-        return True
+        """Write entry ``cq_offset``; a record already indexed (re-dispatch) is ignored (the
+        module-level put_message_position_info, compiled where the accelerator was built)."""
+        return put_message_position_info(self, offset, size, tags_code, cq_offset)
 
     def _append(self, entry: bytes) -> MappedFile:
         mf = self.mapped_file_queue.get_last_mapped_file_or_create(0)
@@ -262,3 +228,53 @@ class ConsumeQueue:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.mapped_file_queue.destroy()
+
+
+def put_message_position_info(cq: ConsumeQueue, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+    """ConsumeQueue.put_message_position_info: write entry ``cq_offset``; a record already
+    indexed (re-dispatch) is ignored."""
+    if offset + size <= cq.max_physic_offset:
+        return True
+    mfq = cq.mapped_file_queue
+    files = mfq.mapped_files
+    if files:
+        # The common case: the entry goes right after the last one, inside the open segment
+        # (not at its start, where the first-segment blank fill may apply).
+        mf = files[-1]
+        pos = mf.wrote_position
+        if 0 < pos <= cq.mapped_file_size - CQ_STORE_UNIT_SIZE and \
+                mf.file_from_offset + pos == cq_offset * CQ_STORE_UNIT_SIZE:
+            mf.append(CQ_ENTRY.pack(offset, size, tags_code))
+            cq.max_physic_offset = offset + size
+            return True
+    expect = cq_offset * CQ_STORE_UNIT_SIZE
+    mf = mfq.get_last_mapped_file_or_create(expect)
+    if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0:
+        # The queue's first segment starts mid-way: earlier slots are blank.
+        cq.min_logic_offset = expect
+        mfq.flushed_where = mfq.committed_where = expect
+        cq._fill_pre_blank(mf, expect)
+    current = mf.file_from_offset + mf.wrote_position
+    if expect < current:
+        log.warning("build consume queue repeatedly: %s-%d expect %d current %d", cq.topic,
+                    cq.queue_id, expect, current)
+        return True
+    while current < expect:
+        log.error("[BUG] logic queue order maybe wrong: %s-%d expect %d current %d; filling blanks",
+                  cq.topic, cq.queue_id, expect, current)
+        mf = cq._append(_BLANK_ENTRY)
+        current = mf.file_from_offset + mf.wrote_position
+    if mf.is_full():  # only after blanks filled the segment: the entry starts the next one
+        mf = mfq.get_last_mapped_file_or_create(0)
+    mf.append(CQ_ENTRY.pack(offset, size, tags_code))
+    cq.max_physic_offset = offset + size
+    return True
+
+
+_py_put_message_position_info = put_message_position_info
+
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.broker.store._speedups_dispatch import put_message_position_info  # noqa: F811
+except ImportError:
+    pass

@@ -237,73 +237,9 @@ class IndexFile:
 
     def put_hashes(self, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int,
                    write_header: bool = True) -> int:
-        """Append one item per key hash of one record, in order; returns how many fit.
-
-        Each item is written before its slot, and the header once, after the last item, so the
-        header never counts an item that is not in the file: a crash in between leaves the
-        record's items at and past the header's indexCount, just as a crash inside a one-key
-        put always could (and abnormal recovery rebuilds such a file from the CommitLog).
-        ``write_header=False`` leaves the header to a later write_header() (after the last
-        record of a run): the same bytes once it is written, one pack per run instead of per record.
-        """
-        index_count = self.index_count
-        room = self.index_num - index_count
-        if room <= 0 or not key_hashes:
-            return 0
-        if room < len(key_hashes):
-            key_hashes = key_hashes[:room]
-        begin_timestamp = self.begin_timestamp
-        if index_count <= 1:
-            # The first item defines beginTimestamp, so its own diff is 0, and so are those of
-            # the record's other keys. (Upstream measures the first item against the previous
-            # file's end time and then moves beginTimestamp, which puts the first item of a
-            # rolled file a little later in time than it was stored.)
-            time_diff = 0
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = begin_timestamp = store_timestamp
-        elif begin_timestamp <= 0:
-            time_diff = 0
-        else:
-            # Java's truncating (diff / 1000), clamped to [0, Integer.MAX_VALUE]: below 1 s
-            # (negative included) it is 0, and for positive diffs truncation is floor.
-            diff_ms = store_timestamp - begin_timestamp
-            if diff_ms < 1000:
-                time_diff = 0
-            else:
-                time_diff = diff_ms // 1000
-                if time_diff > _INT_MAX:
-                    time_diff = _INT_MAX
-        mm = self._mm
-        slot_num = self.hash_slot_num
-        item_pos = self._items_pos + index_count * INDEX_SIZE
-        new_slots = 0
-        for key_hash in key_hashes:
-            abs_slot_pos = INDEX_HEADER_SIZE + (key_hash % slot_num) * HASH_SLOT_SIZE
-            (slot_value,) = _slot_unpack_from(mm, abs_slot_pos)
-            if slot_value <= INVALID_INDEX or slot_value > index_count:
-                slot_value = INVALID_INDEX
-                new_slots += 1
-            _item_pack_into(mm, item_pos, key_hash, phy_offset, time_diff, slot_value)
-            _slot_pack_into(mm, abs_slot_pos, index_count)
-            index_count += 1
-            item_pos += INDEX_SIZE
-        if new_slots:
-            self.hash_slot_count += new_slots
-        self.index_count = index_count
-        self.end_phy_offset = phy_offset
-        self.end_timestamp = store_timestamp
-        if write_header:
-            _header_pack_into(
-                mm,
-                0,
-                begin_timestamp,
-                store_timestamp,
-                self.begin_phy_offset,
-                phy_offset,
-                self.hash_slot_count,
-                index_count,
-            )
-        return len(key_hashes)
+        """Append one item per key hash of one record, in order; returns how many fit (see the
+        module-level put_hashes, which is compiled where the accelerator was built)."""
+        return put_hashes(self, key_hashes, phy_offset, store_timestamp, write_header)
 
     def write_header(self) -> None:
         """The header put_hashes writes, from the current counters (after put_hashes(write_header=False))."""
@@ -404,5 +340,85 @@ class IndexFile:
         )
 
 
+def put_hashes(f: IndexFile, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int,
+               write_header: bool = True) -> int:
+    """Append one item per key hash of one record, in order; returns how many fit.
+
+    Each item is written before its slot, and the header once, after the last item, so the
+    header never counts an item that is not in the file: a crash in between leaves the
+    record's items at and past the header's indexCount, just as a crash inside a one-key
+    put always could (and abnormal recovery rebuilds such a file from the CommitLog).
+    ``write_header=False`` leaves the header to a later write_header() (after the last
+    record of a run): the same bytes once it is written, one pack per run instead of per record.
+    """
+    index_count = f.index_count
+    room = f.index_num - index_count
+    if room <= 0 or not key_hashes:
+        return 0
+    if room < len(key_hashes):
+        key_hashes = key_hashes[:room]
+    begin_timestamp = f.begin_timestamp
+    if index_count <= 1:
+        # The first item defines beginTimestamp, so its own diff is 0, and so are those of
+        # the record's other keys. (Upstream measures the first item against the previous
+        # file's end time and then moves beginTimestamp, which puts the first item of a
+        # rolled file a little later in time than it was stored.)
+        time_diff = 0
+        f.begin_phy_offset = phy_offset
+        f.begin_timestamp = begin_timestamp = store_timestamp
+    elif begin_timestamp <= 0:
+        time_diff = 0
+    else:
+        # Java's truncating (diff / 1000), clamped to [0, Integer.MAX_VALUE]: below 1 s
+        # (negative included) it is 0, and for positive diffs truncation is floor.
+        diff_ms = store_timestamp - begin_timestamp
+        if diff_ms < 1000:
+            time_diff = 0
+        else:
+            time_diff = diff_ms // 1000
+            if time_diff > _INT_MAX:
+                time_diff = _INT_MAX
+    mm = f._mm
+    slot_num = f.hash_slot_num
+    item_pos = f._items_pos + index_count * INDEX_SIZE
+    new_slots = 0
+    for key_hash in key_hashes:
+        abs_slot_pos = INDEX_HEADER_SIZE + (key_hash % slot_num) * HASH_SLOT_SIZE
+        (slot_value,) = _slot_unpack_from(mm, abs_slot_pos)
+        if slot_value <= INVALID_INDEX or slot_value > index_count:
+            slot_value = INVALID_INDEX
+            new_slots += 1
+        _item_pack_into(mm, item_pos, key_hash, phy_offset, time_diff, slot_value)
+        _slot_pack_into(mm, abs_slot_pos, index_count)
+        index_count += 1
+        item_pos += INDEX_SIZE
+    if new_slots:
+        f.hash_slot_count += new_slots
+    f.index_count = index_count
+    f.end_phy_offset = phy_offset
+    f.end_timestamp = store_timestamp
+    if write_header:
+        _header_pack_into(
+            mm,
+            0,
+            begin_timestamp,
+            store_timestamp,
+            f.begin_phy_offset,
+            phy_offset,
+            f.hash_slot_count,
+            index_count,
+        )
+    return len(key_hashes)
+
+
+_py_put_hashes = put_hashes
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.broker.store._speedups_index import put_hashes  # noqa: F811
+except ImportError:
+    pass

@@ -167,61 +167,9 @@ class IndexService:
 
     def build_index_many(self, reqs: list[DispatchRequest],
                          failed: Callable[[DispatchRequest], None] | None = None) -> None:
-        """build_index for each request, in order, under one lock acquisition; each file's
-        header is written once, after the run's last item in it (and before a rollover hands
-        the full file to the flusher), so it never counts an item that is not written yet.
-
-        ``failed(req)`` is called inside the handler of an exception build_index would have
-        raised for ``req`` (the reput service logs it as for a single dispatch); the run goes on.
-        """
-        key_hashes_of = self._key_hashes
-        dirty: IndexFile | None = None  # the file whose header is owed
-        lock = self._lock
-        lock.acquire()
-        try:
-            for req in reqs:
-                try:
-                    key_hashes = key_hashes_of(req)
-                    if key_hashes is None:
-                        continue
-                    offset = req.commit_log_offset
-                    files = self._files
-                    index_file = files[-1] if files else None
-                    if index_file is None or index_file.index_count >= index_file.index_num:
-                        if dirty is not None:
-                            dirty.write_header()
-                            dirty = None
-                        index_file = self._get_and_create_last_file()
-                    if offset < index_file.end_phy_offset:
-                        continue
-                    ts = req.store_timestamp
-                    done = index_file.put_hashes(key_hashes, offset, ts, False)
-                    if done:
-                        dirty = index_file
-                    while done < len(key_hashes):
-                        log.info("index file %s is full, rolling to a new one", index_file.file_name)
-                        if dirty is not None:
-                            dirty.write_header()
-                            dirty = None
-                        index_file = self._get_and_create_last_file()
-                        n = index_file.put_hashes(key_hashes[done:], offset, ts, False)
-                        if n:
-                            dirty = index_file
-                        done += n
-                except OSError:
-                    log.exception("cannot create index file under %s; marking index file error", self.store_path)
-                    if self.running_flags is not None:
-                        self.running_flags.make_index_file_error()
-                except Exception:
-                    if failed is None:
-                        raise
-                    failed(req)
-        finally:
-            try:
-                if dirty is not None:
-                    dirty.write_header()
-            finally:
-                lock.release()
+        """build_index for each request, in order, under one lock acquisition (the module-level
+        build_index_many, compiled where the accelerator was built)."""
+        build_index_many(self, reqs, failed)
 
     def _get_and_create_last_file(self) -> IndexFile:
         if self._files and not self._files[-1].is_write_full():
@@ -326,3 +274,71 @@ class IndexService:
     def total_size(self) -> int:
         with self._lock:
             return sum(f.file_size for f in self._files)
+
+
+def build_index_many(service: IndexService, reqs: list[DispatchRequest],
+                     failed: Callable[[DispatchRequest], None] | None = None) -> None:
+    """IndexService.build_index_many: build_index for each request, in order, under one lock
+    acquisition; each file's header is written once, after the run's last item in it (and before
+    a rollover hands the full file to the flusher), so it never counts an item not written yet.
+
+    ``failed(req)`` is called inside the handler of an exception build_index would have
+    raised for ``req`` (the reput service logs it as for a single dispatch); the run goes on.
+    """
+    key_hashes_of = service._key_hashes
+    dirty: IndexFile | None = None  # the file whose header is owed
+    lock = service._lock
+    lock.acquire()
+    try:
+        for req in reqs:
+            try:
+                key_hashes = key_hashes_of(req)
+                if key_hashes is None:
+                    continue
+                offset = req.commit_log_offset
+                files = service._files
+                index_file = files[-1] if files else None
+                if index_file is None or index_file.index_count >= index_file.index_num:
+                    if dirty is not None:
+                        dirty.write_header()
+                        dirty = None
+                    index_file = service._get_and_create_last_file()
+                if offset < index_file.end_phy_offset:
+                    continue
+                ts = req.store_timestamp
+                done = index_file.put_hashes(key_hashes, offset, ts, False)
+                if done:
+                    dirty = index_file
+                while done < len(key_hashes):
+                    log.info("index file %s is full, rolling to a new one", index_file.file_name)
+                    if dirty is not None:
+                        dirty.write_header()
+                        dirty = None
+                    index_file = service._get_and_create_last_file()
+                    n = index_file.put_hashes(key_hashes[done:], offset, ts, False)
+                    if n:
+                        dirty = index_file
+                    done += n
+            except OSError:
+                log.exception("cannot create index file under %s; marking index file error", service.store_path)
+                if service.running_flags is not None:
+                    service.running_flags.make_index_file_error()
+            except Exception:
+                if failed is None:
+                    raise
+                failed(req)
+    finally:
+        try:
+            if dirty is not None:
+                dirty.write_header()
+        finally:
+            lock.release()
+
+
+_py_build_index_many = build_index_many
+
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.broker.store._speedups_index import build_index_many  # noqa: F811
+except ImportError:
+    pass

@@ -252,11 +252,8 @@ class MessageStore:
         rs.arrival_listeners = list(self._arrival_listeners)
 
     def _dispatch_consume_queue(self, req: DispatchRequest) -> None:
-        tran = req.sys_flag & 0xC
-        if tran == 0 or tran == 0x8:
-            cq = self.find_consume_queue(req.topic, req.queue_id)
-            cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code, req.consume_queue_offset)
-        self.dispatched_store_timestamp = req.store_timestamp
+        # The module-level dispatch_consume_queue, compiled where the accelerator was built.
+        dispatch_consume_queue(self, req)
 
     def _recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
@@ -699,6 +696,19 @@ class MessageStore:
         return info
 
 
+def dispatch_consume_queue(store: MessageStore, req: DispatchRequest) -> None:
+    """MessageStore._dispatch_consume_queue: the entry of a record that has one (not a prepared
+    or rolled-back transaction half), then the dispatched store time."""
+    tran = req.sys_flag & 0xC
+    if tran == 0 or tran == 0x8:
+        cq = store.find_consume_queue(req.topic, req.queue_id)
+        cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code, req.consume_queue_offset)
+    store.dispatched_store_timestamp = req.store_timestamp
+
+
+_py_dispatch_consume_queue = dispatch_consume_queue
+
+
 def _record_properties(record: bytes) -> dict[str, str]:
     """Properties of a raw record, for the CommitLog-side filter check."""
     try:
@@ -717,3 +727,13 @@ __all__ = [
     "GetMessageResult",
     "GetMessageStatus",
 ]
+
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.broker.store._speedups_dispatch import dispatch_consume_queue  # noqa: F811
+except ImportError:
+    pass
+else:
+    # The compiled function is the method itself: the reput service calls it for every record,
+    # and this way no Python frame of the wrapper runs around it.
+    MessageStore._dispatch_consume_queue = dispatch_consume_queue

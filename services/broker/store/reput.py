@@ -111,20 +111,7 @@ class ReputMessageService:
                     head = dispatchers[:-1]
                     listeners = self.arrival_listeners if notify else None
                     run: list[DispatchRequest] = []
-                    while done < max_records and (req := take(offset)) is not None:
-                        # _dispatch(req, notify, head), inlined: this runs for every record.
-                        for dispatcher in head:
-                            try:
-                                dispatcher(req)
-                            except Exception:
-                                log.exception("dispatcher %r failed for CommitLog offset %d", dispatcher,
-                                              req.commit_log_offset)
-                        if listeners and req.consume_queue_offset >= 0 and _has_cq_entry(req.sys_flag):
-                            self._notify(req)
-                        run.append(req)
-                        offset += req.msg_size
-                        self.reput_from_offset = offset
-                        done += 1
+                    offset, done = dispatch_handed_off(self, offset, done, max_records, head, listeners, run)
                     if run:
                         def failed(req: DispatchRequest, last: Dispatcher = last) -> None:
                             log.exception("dispatcher %r failed for CommitLog offset %d", last,
@@ -241,6 +228,39 @@ def _wake(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
+def dispatch_handed_off(service: ReputMessageService, offset: int, done: int, max_records: int,
+                        head: list[Dispatcher], listeners: list[ArrivalListener] | None,
+                        run: list[DispatchRequest]) -> tuple[int, int]:
+    """The handed-off records from ``offset`` on (at most ``max_records - done``), in log order:
+    each goes through the ``head`` dispatchers and the arrival listeners, then into ``run`` for
+    the last dispatcher; returns the new (offset, done). Compiled where the accelerator was built.
+    """
+    take = service._take_handed_off
+    while done < max_records and (req := take(offset)) is not None:
+        # _dispatch(req, notify, head), inlined: this runs for every record.
+        for dispatcher in head:
+            try:
+                dispatcher(req)
+            except Exception:
+                log.exception("dispatcher %r failed for CommitLog offset %d", dispatcher, req.commit_log_offset)
+        if listeners and req.consume_queue_offset >= 0 and _has_cq_entry(req.sys_flag):
+            service._notify(req)
+        run.append(req)
+        offset += req.msg_size
+        service.reput_from_offset = offset
+        done += 1
+    return offset, done
+
+
+_py_dispatch_handed_off = dispatch_handed_off
+
+
 def _has_cq_entry(sys_flag: int) -> bool:
     tran = sys_flag & 0xC
     return tran == 0 or tran == 0x8
+
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.broker.store._speedups_dispatch import dispatch_handed_off  # noqa: F811
+except ImportError:
+    pass
