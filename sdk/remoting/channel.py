@@ -42,6 +42,7 @@ OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
 CloseListener = Callable[["Channel"], Any]
 
+_current_task = asyncio.current_task
 _LENGTH = struct.Struct(">i")
 _unpack_length = _LENGTH.unpack_from
 # The loop may run a timer up to its clock resolution early (BaseEventLoop._run_once).
@@ -317,9 +318,9 @@ class Channel(asyncio.Protocol):
         if len(tasks) >= self._max_concurrent_requests:
             self._reject_overload(request)
             return
-        task = self._loop.create_task(self._handle_request(request))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+        # the task leaves the set itself when it ends (_handle_request): no done callback, and so no
+        # extra loop callback, per request
+        tasks.add(self._loop.create_task(self._handle_request(request)))
 
     def _reject_overload(self, request: RemotingCommand) -> None:
         log.warning("too many requests in flight on %s, refusing code=%s", self.remote_address, request.code)
@@ -354,6 +355,8 @@ class Channel(asyncio.Protocol):
                 log.debug("response to %s lost: %s", self.remote_address, exc)
         except asyncio.CancelledError:
             pass  # the connection closed while the processor ran
+        finally:
+            self._tasks.discard(_current_task(self._loop))
 
     # ---- closing ----------------------------------------------------------------------------
 

@@ -106,10 +106,12 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         slots = self._in_flight
-        if slots.locked():
-            await self._acquire_slot(addr, timeout)
+        if slots._value > 0 and not slots._waiters:
+            # What Semaphore.acquire() does with a free slot and nobody queued, without its coroutine
+            # and the waiter scan of locked(); anything else takes the full path.
+            slots._value -= 1
         else:
-            await slots.acquire()  # free: taken without suspending
+            await self._acquire_slot(addr, timeout)
         try:
             pooled = self._pool.get(addr)
             if self._per_address == 1 and pooled and pooled[0].is_active:

@@ -12,6 +12,7 @@ import itertools
 import json
 import json.encoder as json_encoder
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -131,27 +132,11 @@ class RemotingCommand:
     # ---- encoding -----------------------------------------------------------------------------
 
     def encode_header(self) -> bytes:
-        try:
-            serialize_type = self.serialize_type
-            if serialize_type == _JSON:
-                return _json_header_encode(self)
-            if serialize_type == _ROCKETMQ:
-                return _binary_header_encode(self)
-        except (UnicodeEncodeError, ValueError, TypeError, struct.error) as exc:
-            raise RemotingCommandError(f"cannot encode command code={self.code}: {exc}") from None
-        raise RemotingCommandError(f"unknown serialize type {self.serialize_type!r}")
+        return _encode_header(self, _json_header_encode)
 
     def encode(self) -> bytes:
         """The whole frame, including the leading 4-byte total length."""
-        header = self.encode_header()
-        header_length = len(header)
-        if header_length > MAX_HEADER_LENGTH:
-            raise RemotingCommandError(f"header too long: {header_length} bytes")
-        body = self.body or b""
-        total = 4 + header_length + len(body)
-        if total > _INT32_MAX:
-            raise RemotingCommandError(f"frame too long: {total} bytes")
-        return b"".join((_PREFIX.pack(total, (int(self.serialize_type) << 24) | header_length), header, body))
+        return _encode_command(self)
 
     @classmethod
     def decode(cls, frame: bytes | bytearray | memoryview) -> RemotingCommand:
@@ -165,6 +150,31 @@ _JSON = SerializeType.JSON
 _ROCKETMQ = SerializeType.ROCKETMQ
 _SERIALIZE_TYPES = {int(m): m for m in SerializeType}
 _PREFIX = struct.Struct(">ii")
+
+
+def _encode_header(cmd: RemotingCommand, json_header_encode: Callable[[RemotingCommand], bytes]) -> bytes:
+    try:
+        serialize_type = cmd.serialize_type
+        if serialize_type == _JSON:
+            return json_header_encode(cmd)
+        if serialize_type == _ROCKETMQ:
+            return _binary_header_encode(cmd)
+    except (UnicodeEncodeError, ValueError, TypeError, struct.error) as exc:
+        raise RemotingCommandError(f"cannot encode command code={cmd.code}: {exc}") from None
+    raise RemotingCommandError(f"unknown serialize type {cmd.serialize_type!r}")
+
+
+def _encode_command(cmd: RemotingCommand) -> bytes:
+    """RemotingCommand.encode; the pure-Python one throughout (it is the accelerator's oracle)."""
+    header = _encode_header(cmd, _py_json_header_encode)
+    header_length = len(header)
+    if header_length > MAX_HEADER_LENGTH:
+        raise RemotingCommandError(f"header too long: {header_length} bytes")
+    body = cmd.body or b""
+    total = 4 + header_length + len(body)
+    if total > _INT32_MAX:
+        raise RemotingCommandError(f"frame too long: {total} bytes")
+    return b"".join((_PREFIX.pack(total, (int(cmd.serialize_type) << 24) | header_length), header, body))
 
 
 def decode_command(data: bytes, start: int, stop: int) -> RemotingCommand:
@@ -191,6 +201,9 @@ def decode_command(data: bytes, start: int, stop: int) -> RemotingCommand:
     cmd.serialize_type = serialize_type
     cmd.body = data[body_start:stop]
     return cmd
+
+
+_py_decode_command = decode_command
 
 
 # ---- JSON header (fastjson's rendering: alphabetical keys, compact, nulls omitted) -------------
@@ -244,6 +257,9 @@ def _json_header_encode(cmd: RemotingCommand) -> bytes:
         text = (f'{head}{language},"opaque":{int(cmd.opaque)!r},'
                 f'"serializeTypeCurrentRPC":{serialize},"version":{int(cmd.version)!r}}}')
     return text.encode("utf-8")
+
+
+_py_json_header_encode = _json_header_encode
 
 
 def _as_int(obj: dict[str, Any], key: str, default: int) -> int:
@@ -402,3 +418,13 @@ def _binary_header_decode(header: bytes) -> RemotingCommand:
         ext[key] = r.string(val_len, "extFields value")
     return RemotingCommand(code=code, language=language, version=version, opaque=opaque, flag=flag,
                            remark=remark, ext_fields=ext)
+
+
+_py_encode_command = _encode_command
+
+try:  # the compiled accelerator (setup.py); the code above runs where it was not built
+    from orbitmq.remoting._speedups_protocol import decode_command  # noqa: F811
+    from orbitmq.remoting._speedups_protocol import encode_command as _encode_command  # noqa: F811
+    from orbitmq.remoting._speedups_protocol import json_header_encode as _json_header_encode  # noqa: F811
+except ImportError:
+    pass
