@@ -8,7 +8,7 @@ PROTO_STAMP := sdk/proto/.generated
 
 .PHONY: setup run test proto lint bench bench-store clean node
 
-SPEEDUPS := $(shell find sdk services -name '_speedups*.pyx' 2>/dev/null)
+SPEEDUPS := $(shell find sdk services -name '_speedups*.pyx' -o -name '_speedups*.pxi' 2>/dev/null)
 
 # The accelerators (setup.py) need a C compiler and Python's headers: installed when missing.
 $(STAMP): pyproject.toml setup.py $(SPEEDUPS)

@@ -13,7 +13,7 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.dict cimport PyDict_GetItem
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
-from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, int64_t, uint32_t, uint64_t
 
 cdef enum:
     CQ_STORE_UNIT_SIZE = 20
@@ -41,29 +41,7 @@ cdef int _bind() except -1:
     return 0
 
 
-cdef inline void _put32(unsigned char* p, uint32_t v) noexcept nogil:
-    p[0] = <unsigned char>(v >> 24)
-    p[1] = <unsigned char>(v >> 16)
-    p[2] = <unsigned char>(v >> 8)
-    p[3] = <unsigned char>v
-
-
-cdef inline void _put64(unsigned char* p, uint64_t v) noexcept nogil:
-    _put32(p, <uint32_t>(v >> 32))
-    _put32(p + 4, <uint32_t>v)
-
-
-cdef inline bint _as_i64(object o, int64_t lo, int64_t hi, int64_t* out):
-    """An exact int within [lo, hi] into ``out``; False for anything else (no exception)."""
-    cdef int overflow = 0
-    cdef long long v
-    if type(o) is not int:
-        return False
-    v = PyLong_AsLongLongAndOverflow(o, &overflow)
-    if overflow or v < lo or v > hi:
-        return False
-    out[0] = v
-    return True
+include "_speedups_fields.pxi"
 
 
 cdef int _put_native(cq, object offset, object size, object tags_code, object cq_offset) except -2:
