@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -106,6 +107,12 @@ def _check_user_size_and_message_id(user_size: int, message_id: str, config: Pro
         raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
 
 
+def _check_user_property_count(user_props: Mapping[str, str], config: ProxyConfig) -> None:
+    if len(user_props) > config.user_property_max_num:
+        raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                         f"too many user properties, max is {config.user_property_max_num}")
+
+
 def build_message_properties(message: pb.Message, producer_group: str, remote_addr: str,
                              config: ProxyConfig) -> dict[str, str]:
     """The Remoting properties of one gRPC message; raises ProxyError for what RocketMQ refuses.
@@ -117,9 +124,7 @@ def build_message_properties(message: pb.Message, producer_group: str, remote_ad
     user_size = 0
     user_props = message.user_properties
     if user_props:
-        if len(user_props) > config.user_property_max_num:
-            raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
-                             f"too many user properties, max is {config.user_property_max_num}")
+        _check_user_property_count(user_props, config)
         for key, value in user_props.items():
             if key in STRING_HASH_SET:
                 raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}")
@@ -220,9 +225,7 @@ def encode_message_properties(message: pb.Message, producer_group: str, remote_a
     user_size = 0
     user_props = message.user_properties
     if user_props:
-        if len(user_props) > config.user_property_max_num:
-            raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
-                             f"too many user properties, max is {config.user_property_max_num}")
+        _check_user_property_count(user_props, config)
         parts: list[str] = []
         for key, value in user_props.items():
             if key in _RESERVED_OR_SHADOWED:

@@ -626,17 +626,23 @@ class CommitLog:
                     first_logic, key is not None, handoff is not None)
                 if key is not None:
                     table[key] = qoff
-                mf.wrote_position = pos
-                mf.store_timestamp = now
-                if handoff is not None:
-                    handoff.extend(requests)
-                self.put_message_times_total += len(recs)
-                self.put_message_size_total += batch_bytes
+                self._appended(mf, pos, now, handoff, requests, len(recs), batch_bytes)
                 result = AppendMessageResult(AppendMessageStatus.PUT_OK, base + start, batch_bytes, msg_ids,
                                              now, first_logic, len(recs), offsets)
                 return PutMessageResult(PutMessageStatus.PUT_OK, result)
             finally:
                 self.begin_time_in_lock = 0
+
+    def _appended(self, mf: MappedFile, pos: int, now: int, handoff: deque[DispatchRequest] | None,
+                  requests: list[DispatchRequest], count: int, size: int) -> None:
+        """After a batch was written into ``mf`` up to ``pos``: the segment's position and store
+        time, the records' DispatchRequests handed to reput, the put counters."""
+        mf.wrote_position = pos
+        mf.store_timestamp = now
+        if handoff is not None:
+            handoff.extend(requests)
+        self.put_message_times_total += count
+        self.put_message_size_total += size
 
     def _append_locked(self, items: list) -> PutMessageResult:
         now = self._next_store_timestamp()
@@ -727,12 +733,7 @@ class CommitLog:
             wrote_bytes += total
         if parts:
             mf.mm[mf_start:pos] = parts[0] if len(parts) == 1 else b"".join(parts)
-        mf.wrote_position = pos
-        mf.store_timestamp = now
-        if handoff is not None:
-            handoff.extend(requests)
-        self.put_message_times_total += len(items)
-        self.put_message_size_total += wrote_bytes
+        self._appended(mf, pos, now, handoff, requests, len(items), wrote_bytes)
         result = AppendMessageResult(
             AppendMessageStatus.PUT_OK, first_offset, wrote_bytes, ids[0] if len(ids) == 1 else ",".join(ids),
             now, first_logic, len(items), offsets,
