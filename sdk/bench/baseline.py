@@ -3,6 +3,13 @@
 The server answers each request with one OK entry per message and does nothing else, so its
 throughput is the ceiling of gRPC + protobuf in Python on this machine; the proxy's figure is
 reported as a ratio of it. The server runs in its own process, like the proxy does.
+
+For the end-to-end shape the same server is also a relay: once a ReceiveMessage has asked for a
+topic, the messages later sent to it are kept in memory and handed to ReceiveMessage calls
+(status, messages, delivery timestamp, as the proxy streams them) and AckMessage answers OK.
+No store, no broker, no conversion: what the same producer and consumer measure through it is
+the floor of an end-to-end run of Python gRPC on this machine. Topics nobody receives from are
+only echoed, so the throughput runs keep nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +20,8 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
@@ -23,13 +31,85 @@ from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
 
+RELAY_RECEIPT_HANDLE = "relay"
+
+
+class RelayTopic:
+    """The messages sent to one topic since a consumer first asked for it, in arrival order."""
+
+    def __init__(self) -> None:
+        self.messages: deque[pb.Message] = deque()
+        self.waiters: deque[asyncio.Future[None]] = deque()
+
+    def put(self, messages) -> None:
+        self.messages.extend(messages)
+        # Wake as many long polls as there are messages: each takes what is there when it runs.
+        for _ in range(min(len(messages), len(self.waiters))):
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def take(self, max_count: int, timeout_s: float) -> list[pb.Message]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self.messages:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return []
+            waiter = loop.create_future()
+            self.waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                return []
+            finally:
+                if waiter in self.waiters:
+                    self.waiters.remove(waiter)
+        messages = self.messages
+        return [messages.popleft() for _ in range(min(max_count, len(messages)))]
+
 
 class EchoService(sgrpc.MessagingServiceServicer):
+    def __init__(self) -> None:
+        self.relayed: dict[str, RelayTopic] = {}
+
     async def SendMessage(self, request, context):
         ok = pb.Status(code=pb.Code.OK, message="OK")
+        messages = request.messages
         entries = [spb.SendResultEntry(status=ok, message_id=m.system_properties.message_id, offset=i)
-                   for i, m in enumerate(request.messages)]
+                   for i, m in enumerate(messages)]
+        if messages and self.relayed:
+            relay = self.relayed.get(messages[0].topic.name)
+            if relay is not None:
+                relay.put(messages)
         return spb.SendMessageResponse(status=ok, entries=entries)
+
+    async def ReceiveMessage(self, request, context) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        topic = request.message_queue.topic.name
+        relay = self.relayed.get(topic)
+        if relay is None:
+            relay = self.relayed[topic] = RelayTopic()
+        timeout_s = request.long_polling_timeout.ToMilliseconds() / 1000 if request.HasField(
+            "long_polling_timeout") else 20.0
+        messages = await relay.take(max(1, request.batch_size), timeout_s)
+        if not messages:
+            yield spb.ReceiveMessageResponse(status=pb.Status(code=pb.Code.MESSAGE_NOT_FOUND, message="no new message"))
+        else:
+            yield spb.ReceiveMessageResponse(status=pb.Status(code=pb.Code.OK, message="OK"))
+            for message in messages:
+                response = spb.ReceiveMessageResponse()
+                response.message.CopyFrom(message)
+                response.message.system_properties.receipt_handle = RELAY_RECEIPT_HANDLE
+                yield response
+        last = spb.ReceiveMessageResponse()
+        last.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+        yield last
+
+    async def AckMessage(self, request, context):
+        ok = pb.Status(code=pb.Code.OK, message="OK")
+        entries = [spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=ok)
+                   for e in request.entries]
+        return spb.AckMessageResponse(status=ok, entries=entries)
 
 
 async def serve(port: int) -> None:

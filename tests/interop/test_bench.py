@@ -29,15 +29,30 @@ def test_bench_producer_consumer_and_baseline(cluster: Cluster) -> None:
 
 
 def test_bench_all_runs_every_scenario_and_prints_the_goals() -> None:
-    """`orbitmq bench all` on its own local cluster (pinned layout), each measurement cut to 1 s."""
-    run = subprocess.run([sys.executable, "-m", "orbitmq", "bench", "all", "-d", "1", "--rate", "200", "--pin-cpus"],
-                         capture_output=True, text=True, timeout=240)
+    """`orbitmq bench all` on its own local cluster (pinned layout), each measurement cut to 1 s, twice."""
+    run = subprocess.run([sys.executable, "-m", "orbitmq", "bench", "all", "-d", "1", "--rate", "200", "--pin-cpus",
+                          "--repeat", "2"], capture_output=True, text=True, timeout=360)
     assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
     out = run.stdout
     assert "broker in its own process, --pin-cpus" in out
-    for line in ("baseline batch 32:", "producer single message at 200/s:", "e2e consumer:", "producer batch 32:"):
-        assert line in out, out
-        assert " 0 errors" in out.split(line, 1)[1].splitlines()[0], out
+    assert "== run 1 of 2" in out and "== run 2 of 2" in out
+    for line in ("baseline batch 32:", "baseline e2e producer at 200/s:", "baseline e2e consumer (in-memory relay):",
+                 "producer single message at 200/s:", "e2e consumer:", "producer batch 32:"):
+        assert out.count(line) == 2, out
+        for part in out.split(line)[1:]:
+            assert " 0 errors" in part.splitlines()[0], out
+    # The relay hands every message the producer sent at 200/s for 1 s to the consumer.
+    relay_consumed = out.split("baseline e2e consumer (in-memory relay): ", 1)[1].splitlines()[0]
+    assert int(relay_consumed.split("(", 1)[1].split(" msgs", 1)[0]) >= 200, relay_consumed
+    assert "median of 2 runs" in out
+    assert "runs: batch-32 ratio " in out
     assert "producer batch-32 throughput = " in out
     assert "single-message send p99 = " in out
-    assert "end-to-end p99 = " in out
+    assert "end-to-end p99 = " in out and "in-memory relay at the same rate: p99 " in out
+
+
+def test_bench_all_refuses_a_repeat_below_one() -> None:
+    run = subprocess.run([sys.executable, "-m", "orbitmq", "bench", "all", "--repeat", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    assert "--repeat must be at least 1" in run.stderr
