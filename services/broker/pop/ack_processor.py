@@ -18,7 +18,7 @@ from orbitmq.common.extra_info import POP_ORDER_REVIVE_QUEUE, ExtraInfoError, pa
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 
-from .checkpoint import AckMsg, BatchAckMsg, RevivePayloadError, parse_batch_ack_body
+from .checkpoint import AckMsg, BatchAck, BatchAckMsg, RevivePayloadError, parse_batch_ack_body
 from .constants import build_lock_key
 
 if TYPE_CHECKING:
@@ -75,33 +75,60 @@ class AckMessageProcessor:
             raise RequestError(ResponseCode.INVALID_PARAMETER, f"illegal batch ack body: {exc}") from None
         if not acks:
             return request.response_to(ResponseCode.NO_MESSAGE, "no ack in the request body")
-        client = self.broker.remote_addr(channel)
+        # The acks' records are written together once the entries are checked (one store call),
+        # and before anything else happens: an orderly entry, an error, the response.
+        pending: list[tuple[AckMsg, int, int]] = []
+        try:
+            response = await self._batch_ack(request, channel, broker_name, acks, pending)
+        except RequestError:
+            if pending and not await self.pop.revive_log.append_acks(pending):
+                return self._append_failed(request)
+            raise
+        if pending and not await self.pop.revive_log.append_acks(pending):
+            return self._append_failed(request)
+        return response
+
+    @staticmethod
+    def _append_failed(request: RemotingCommand) -> RemotingCommand:
+        return request.response_to(ResponseCode.SYSTEM_ERROR, "append batch ack to the revive log failed")
+
+    async def _batch_ack(self, request: RemotingCommand, channel: Any, broker_name: str | None,
+                         acks: list[BatchAck], pending: list[tuple[AckMsg, int, int]]) -> RemotingCommand:
+        broker = self.broker
+        client = broker.remote_addr(channel)
+        select_topic_config = broker.topic_config_manager.select_topic_config
+        default_broker_name = broker_name or broker.config.broker_name
+        revive_queue_num = self.pop.revive_queue_num()
         for back in acks:
             try:
                 topic = real_topic(back.topic, back.consumer_group, back.retry)
             except ExtraInfoError as exc:
                 raise bad_extra_info(exc) from None
-            if self.broker.topic_config_manager.select_topic_config(topic) is None:
+            if select_topic_config(topic) is None:
                 continue
-            min_offset = self.broker.min_offset(topic, back.queue_id)
-            max_offset = self.broker.max_offset(topic, back.queue_id)
-            offsets = [back.start_offset + i for i in back.bits]
-            offsets = [o for o in offsets if min_offset <= o <= max_offset]
+            min_offset = broker.min_offset(topic, back.queue_id)
+            max_offset = broker.max_offset(topic, back.queue_id)
+            start = back.start_offset
+            offsets = [o for o in [start + i for i in back.bits] if min_offset <= o <= max_offset]
             if not offsets:
                 continue
             if back.revive_queue_id == POP_ORDER_REVIVE_QUEUE:
+                if pending:
+                    ok = await self.pop.revive_log.append_acks(pending)
+                    pending.clear()
+                    if not ok:
+                        return self._append_failed(request)
                 for offset in offsets:
                     code, remark = await self.ack_orderly(topic, back.consumer_group, back.queue_id, offset,
                                                           back.pop_time, client)
                     if code != ResponseCode.SUCCESS:
                         return request.response_to(code, remark)
                 continue
-            self._check_revive_qid(back.revive_queue_id)
-            ack = BatchAckMsg(ack_offset=-1, start_offset=back.start_offset, consumer_group=back.consumer_group,
-                              topic=topic, queue_id=back.queue_id, pop_time=back.pop_time,
-                              broker_name=broker_name or self.broker.config.broker_name, ack_offset_list=offsets)
-            if not await self.pop.revive_log.append_ack(ack, back.revive_queue_id, back.invisible_time):
-                return request.response_to(ResponseCode.SYSTEM_ERROR, "append batch ack to the revive log failed")
+            if not 0 <= back.revive_queue_id < revive_queue_num:
+                self._check_revive_qid(back.revive_queue_id)  # raises, naming the queue count
+            pending.append((BatchAckMsg(-1, start, back.consumer_group, topic, back.queue_id, back.pop_time,
+                                        default_broker_name, offsets),
+                            back.revive_queue_id, back.invisible_time))
         return request.response_to(ResponseCode.SUCCESS, None)
 
     def _check_revive_qid(self, revive_qid: int) -> None:

@@ -11,7 +11,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from orbitmq.broker.store.model import MessageExtBrokerInner
-from orbitmq.common.message import MessageConst, properties_to_string
+from orbitmq.common.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    MessageConst,
+    properties_to_string,
+)
 
 from .checkpoint import AckMsg, PopCheckPoint
 from .constants import CK_TAG
@@ -26,26 +31,81 @@ log = logging.getLogger(__name__)
 PROPERTY_REVIVE_TIME = "POP_REVIVE_TIME"
 
 
+_TAGS_ITEM = MessageConst.TAGS + NAME_VALUE_SEPARATOR
+_UNIQ_ITEM = PROPERTY_SEPARATOR + MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
+_REVIVE_TIME_ITEM = PROPERTY_SEPARATOR + PROPERTY_REVIVE_TIME + NAME_VALUE_SEPARATOR
+
+
 class ReviveLogWriter:
     def __init__(self, pop: PopService) -> None:
         self.pop = pop
+        self._host: tuple[str, int] | None = None
 
     def _message(self, queue_id: int, body: bytes, tag: str, uniq_key: str, deliver_ms: int) -> MessageExtBrokerInner:
         broker = self.pop.broker
         host = (broker.config.broker_ip1, broker.config.listen_port)
+        if host != self._host:
+            self._host = host
+        host = self._host  # one tuple for every record, so the store's host cache hits by identity
         properties = {MessageConst.TAGS: tag, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq_key,
                       PROPERTY_REVIVE_TIME: str(deliver_ms)}
+        if (NAME_VALUE_SEPARATOR not in uniq_key and PROPERTY_SEPARATOR not in uniq_key
+                and NAME_VALUE_SEPARATOR not in tag and PROPERTY_SEPARATOR not in tag):
+            # properties_to_string(properties), and the store may take the parse from here.
+            props_s = f"{_TAGS_ITEM}{tag}{_UNIQ_ITEM}{uniq_key}{_REVIVE_TIME_ITEM}{deliver_ms}{PROPERTY_SEPARATOR}"
+            parsed: tuple[str, dict[str, str]] | None = (props_s, dict(properties))
+        else:
+            props_s, parsed = properties_to_string(properties), None
         return MessageExtBrokerInner(topic=self.pop.revive_topic, queue_id=queue_id, body=body,
-                                     properties=properties, properties_string=properties_to_string(properties),
-                                     born_timestamp=broker.now_ms(), born_host=host, store_host=host)
+                                     properties=properties, properties_string=props_s,
+                                     born_timestamp=broker.now_ms(), born_host=host, store_host=host,
+                                     parsed_properties=parsed)
 
     async def append_checkpoint(self, ck: PopCheckPoint, revive_qid: int) -> bool:
-        msg = self._message(revive_qid, ck.to_json(), CK_TAG, ck.unique_id(), ck.revive_time)
-        return await self._put(msg, "checkpoint", ck.unique_id())
+        key = ck.unique_id()
+        msg = self._message(revive_qid, ck.to_json(), CK_TAG, key, ck.revive_time)
+        return await self._put(msg, "checkpoint", key)
 
     async def append_ack(self, ack: AckMsg, revive_qid: int, invisible_time: int) -> bool:
-        msg = self._message(revive_qid, ack.to_json(), ack.tag, ack.unique_id(), ack.pop_time + invisible_time)
-        return await self._put(msg, "ack", ack.unique_id())
+        key = ack.unique_id()
+        msg = self._message(revive_qid, ack.to_json(), ack.tag, key, ack.pop_time + invisible_time)
+        return await self._put(msg, "ack", key)
+
+    async def append_acks(self, acks: list[tuple[AckMsg, int, int]]) -> bool:
+        """append_ack for each (ack, revive_qid, invisible_time), the acks of one revive queue in
+        one store call (the same records, in order; all or none of them)."""
+        if len(acks) == 1:
+            return await self.append_ack(*acks[0])
+        by_queue: dict[int, list[MessageExtBrokerInner]] = {}
+        keys: list[str] = []
+        born = None
+        for ack, revive_qid, invisible_time in acks:
+            key = ack.unique_id()
+            keys.append(key)
+            msg = self._message(revive_qid, ack.to_json(), ack.tag, key, ack.pop_time + invisible_time)
+            # One born time object for the lot lets the store lay the batch out once.
+            if born is None:
+                born = msg.born_timestamp
+            else:
+                msg.born_timestamp = born
+            by_queue.setdefault(revive_qid, []).append(msg)
+        for msgs in by_queue.values():
+            if not await self._put_many(msgs, ",".join(keys)):
+                return False
+        return True
+
+    async def _put_many(self, msgs: list[MessageExtBrokerInner], keys: str) -> bool:
+        if len(msgs) == 1:
+            return await self._put(msgs[0], "ack", keys)
+        try:
+            result = await self.pop.broker.put_messages(msgs)
+        except Exception:
+            log.exception("append acks %s to the revive log failed", keys)
+            return False
+        if result is None or not result.is_ok():
+            log.error("append acks %s to the revive log failed: %s", keys, getattr(result, "status", None))
+            return False
+        return True
 
     async def _put(self, msg: MessageExtBrokerInner, what: str, key: str) -> bool:
         try:
