@@ -5,6 +5,11 @@ looks at the head every 10 ms: a request that waited longer than waitTimeMillsIn
 answered SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]…", and while the CommitLog lock has been held longer
 than osPageCacheBusyTimeOutMills every queued send is answered "[PC_SYNCHRONIZED]…". A full
 queue answers "[OVERLOAD]…". Producers do not retry these, which is the point: back-pressure.
+
+While the queue is empty and every worker waits for work, a submitted send would be taken by a
+worker in the very next loop iteration, having waited 0 ms, and started right away: ``submit``
+then starts the put itself (the same order, checks and results, without the hops through the
+queue, the worker and a put task for each send).
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import Any
 
 from orbitmq.common.aio import cancel_and_wait
+from orbitmq.remoting.channel import Resumed
 from orbitmq.remoting.codes import ResponseCode
 
 from .base import RequestError
@@ -51,6 +58,9 @@ class SendQueue:
         self._ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._inflight: set[asyncio.Future[Any]] = set()
+        # Workers blocked waiting for the queue: each has started its last put and yielded after it,
+        # so that put has run its first step (the append) already.
+        self._idle = 0
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -71,12 +81,39 @@ class SendQueue:
             self._reject(self._queue.popleft(), ResponseCode.SERVICE_NOT_AVAILABLE, "broker is shutting down")
 
     async def submit(self, run: Callable[[], Awaitable[Any]]) -> Any:
-        if len(self._queue) >= self.capacity:
+        queue = self._queue
+        if (not queue and self._idle == self.workers and self._worker_delay_ms() <= 0
+                and (not self._fast_failure_enable or self._wait_limit_ms() >= 0)):
+            # What a worker would do next iteration: nothing is ahead of this send, no put is
+            # started but not yet run, it waited 0 ms (never over a non-negative limit; the
+            # cleaner, a timer, runs after the woken worker), no test delay.
+            return await self._run_now(run)
+        if len(queue) >= self.capacity:
             raise RequestError(ResponseCode.SYSTEM_BUSY,
                                "[OVERLOAD]system busy, start flow control for a while")
         task = _SendTask(time.monotonic(), run, asyncio.get_running_loop().create_future())
-        self._queue.append(task)
+        queue.append(task)
         self._ready.set()
+        return await task.future
+
+    async def _run_now(self, run: Callable[[], Awaitable[Any]]) -> Any:
+        """The worker's start of a put, inline: its first step now (the append; under ASYNC_FLUSH
+        the whole put), and what is left, if it suspends, in a put task like the worker's."""
+        awaitable = run()
+        if type(awaitable) is CoroutineType:
+            try:
+                first = awaitable.send(None)
+            except StopIteration as stop:
+                return stop.value
+            put: asyncio.Future[Any] = asyncio.ensure_future(Resumed(awaitable, first))
+        else:
+            put = asyncio.ensure_future(awaitable)
+        # From here as a worker-started put: tracked for shutdown, and answered through a future of
+        # its own so that a cancelled request does not cancel the put (as awaiting task.future).
+        task = _SendTask(time.monotonic(), run, asyncio.get_running_loop().create_future())
+        self._inflight.add(put)
+        put.add_done_callback(self._inflight.discard)
+        put.add_done_callback(lambda done, task=task: self._complete(task, done))
         return await task.future
 
     @staticmethod
@@ -92,7 +129,11 @@ class SendQueue:
         while True:
             while not self._queue:
                 self._ready.clear()
-                await self._ready.wait()
+                self._idle += 1
+                try:
+                    await self._ready.wait()
+                finally:
+                    self._idle -= 1
             task = self._queue.popleft()
             if task.future.done():
                 continue
