@@ -12,7 +12,10 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
+from google.protobuf.duration_pb2 import Duration
+
 from orbitmq.client import MQBrokerError, PopStatus
+from orbitmq.common.extra_info import KEY_SEPARATOR
 from orbitmq.common.filter import SubscriptionData
 from orbitmq.common.message import MessageConst, MessageExt
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
@@ -42,14 +45,57 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def decode_handle(raw: str, check_expired: bool = True) -> ReceiptHandle:
+def decode_handle(raw: str, check_expired: bool = True, now_ms: int | None = None) -> ReceiptHandle:
     try:
         handle = ReceiptHandle.decode(raw)
     except InvalidReceiptHandle as exc:
         raise ProxyError(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}") from None
-    if check_expired and handle.is_expired():
+    if check_expired and handle.is_expired(now_ms):
         raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
     return handle
+
+
+def duration_ms(d: Duration) -> int:
+    """Duration.ToMilliseconds without its Python-level call chain (same result)."""
+    nanos = d.nanos
+    return d.seconds * 1000 + (nanos // 1_000_000 if nanos >= 0 else -(-nanos // 1_000_000))
+
+
+def _message_id(msg: MessageExt) -> str:
+    return msg.properties.get(_UNIQ_KEY, msg.msg_id)
+
+
+def _check_group(group: str) -> None:
+    """validate_consumer_group, once per name that passed (the check depends on the name only)."""
+    if group not in _VALID_GROUPS:
+        validation.validate_consumer_group(group)
+        if len(_VALID_GROUPS) >= _CACHE_MAX:
+            _VALID_GROUPS.clear()
+        _VALID_GROUPS.add(group)
+
+
+def _subscription(topic: str, expr: pb.FilterExpression) -> SubscriptionData:
+    """subscription_data, kept per (topic, type, expression): every ReceiveMessage of a consumer
+    names the same filter. A pop only reads it (type, string, tags); only a filter that parsed
+    is kept, so a bad one meets the same error every time."""
+    key = (topic, expr.type, expr.expression)
+    sub = _SUBSCRIPTIONS.get(key)
+    if sub is None:
+        sub = subscription_data(topic, expr)
+        if len(_SUBSCRIPTIONS) >= _CACHE_MAX:
+            _SUBSCRIPTIONS.clear()
+        _SUBSCRIPTIONS[key] = sub
+    return sub
+
+
+_CACHE_MAX = 4096
+# Consumer group names that passed validation (validate_consumer_group depends on the name only).
+_VALID_GROUPS: set[str] = set()
+_SUBSCRIPTIONS: dict[tuple[str, int, str], SubscriptionData] = {}
+_POP_CK = MessageConst.POP_CK
+_TAGS = MessageConst.TAGS
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_OK_STATUS = errors.OK_STATUS
 
 
 def tag_matched(sub: SubscriptionData, tag: str | None) -> bool:
@@ -91,7 +137,7 @@ class ConsumerActivity:
         cfg = self.config
         remaining = ctx.remaining_ms
         if request.HasField("long_polling_timeout"):
-            polling = request.long_polling_timeout.ToMilliseconds()
+            polling = duration_ms(request.long_polling_timeout)
         elif remaining is not None:
             request_timeout = settings.request_timeout.ToMilliseconds() if settings is not None else 3000
             polling = remaining - request_timeout // 2
@@ -112,32 +158,32 @@ class ConsumerActivity:
 
     async def receive_message(self, ctx: ProxyContext, request: spb.ReceiveMessageRequest
                               ) -> AsyncIterator[spb.ReceiveMessageResponse]:
-        group, topic = request.group.name, request.message_queue.topic.name
-        pop = asyncio.ensure_future(self._pop(ctx, request))
+        # The pop runs in its own task so that a client giving up while the broker long-polls
+        # cancels only the wait on `delivered`: the pop completes, and nacks what it got itself.
+        delivered: asyncio.Future[list[MessageExt] | None] = asyncio.get_running_loop().create_future()
+        pop = asyncio.ensure_future(self._pop_for(ctx, request, delivered))  # noqa: F841 -- held while awaited
         try:
-            messages = await asyncio.shield(pop)
+            messages = await delivered
         except asyncio.CancelledError:
-            # The client gave up while the broker was long-polling: what it pops is made visible again.
-            pop.add_done_callback(lambda done: self._nack_result(request, done))
+            # Cancelled after the pop handed its messages over but before this handler resumed.
+            if delivered.done() and not delivered.cancelled() and delivered.exception() is None:
+                popped = delivered.result()
+                if popped:
+                    self._spawn(self._nack(request, popped))
             raise
         except Exception as exc:  # noqa: BLE001 -- every failure becomes a Status
-            yield spb.ReceiveMessageResponse(status=errors.status_of(exc))
+            yield ReceiveMessageResponse(status=errors.status_of(exc))
         else:
             if messages is None:
-                yield spb.ReceiveMessageResponse(status=errors.status(Code.TOO_MANY_REQUESTS, "polling full"))
+                yield ReceiveMessageResponse(status=errors.status(Code.TOO_MANY_REQUESTS, "polling full"))
             elif not messages:
-                yield spb.ReceiveMessageResponse(status=errors.status(Code.MESSAGE_NOT_FOUND, "no new message"))
+                yield ReceiveMessageResponse(status=errors.status(Code.MESSAGE_NOT_FOUND, "no new message"))
             else:
-                ids = [m.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, m.msg_id) for m in messages]
                 if request.auto_renew:
-                    for msg, message_id in zip(messages, ids, strict=True):
-                        handle = msg.properties.get(MessageConst.POP_CK)
-                        if handle:
-                            self.renewer.hold(ctx.client_id, group, topic, message_id, handle,
-                                              self.config.default_invisible_time_mills)
+                    self._hold_all(ctx.client_id, request, messages)
                 written = 0
                 try:
-                    yield spb.ReceiveMessageResponse(status=errors.ok())
+                    yield ReceiveMessageResponse(status=_OK_STATUS)  # copied into the response
                     fill = converter.fill_proto_message
                     for msg in messages:
                         # Built in place inside the response: passing a Message to the constructor copies it.
@@ -147,42 +193,70 @@ class ConsumerActivity:
                         written += 1
                 finally:
                     if written < len(messages):
-                        for message_id in ids[written:]:
-                            self.renewer.forget(ctx.client_id, group, message_id)
+                        group = request.group.name
+                        forget = self.renewer.forget
+                        for msg in messages[written:]:
+                            forget(ctx.client_id, group, _message_id(msg))
                         self._spawn(self._nack(request, messages[written:]))
         last = ReceiveMessageResponse()
         converter.set_timestamp_ms(last.delivery_timestamp, _now_ms())
         yield last
 
-    def _nack_result(self, request: spb.ReceiveMessageRequest, done: asyncio.Future) -> None:
-        if done.cancelled() or done.exception() is not None:
+    def _hold_all(self, client_id: str, request: spb.ReceiveMessageRequest, messages: list[MessageExt]) -> None:
+        group, topic = request.group.name, request.message_queue.topic.name
+        invisible = self.config.default_invisible_time_mills
+        hold = self.renewer.hold
+        for msg in messages:
+            handle = msg.properties.get(_POP_CK)
+            if handle:
+                hold(client_id, group, topic, _message_id(msg), handle, invisible)
+
+    async def _pop_for(self, ctx: ProxyContext, request: spb.ReceiveMessageRequest,
+                       delivered: asyncio.Future[list[MessageExt] | None]) -> None:
+        """_pop, handing its result straight to the waiting handler (one wake-up, no shield).
+
+        When the handler was cancelled meanwhile (`delivered` is done), whatever was popped is
+        made visible again.
+        """
+        try:
+            messages = await self._pop(ctx, request)
+        except Exception as exc:  # noqa: BLE001 -- the handler turns it into a Status
+            if not delivered.done():
+                delivered.set_exception(exc)
             return
-        messages = done.result()
-        if messages:
+        except BaseException:
+            delivered.cancel()
+            raise
+        if not delivered.done():
+            delivered.set_result(messages)
+        elif messages:
             self._spawn(self._nack(request, messages))
 
     async def _pop(self, ctx: ProxyContext, request: spb.ReceiveMessageRequest) -> list[MessageExt] | None:
         """The deliverable messages ([] when none arrived in time, None when polling is full)."""
         group = request.group.name
-        topic = request.message_queue.topic.name
+        queue = request.message_queue
+        topic = queue.topic.name
         settings = await self.clients.effective_settings(ctx.client_id)
         polling = self._polling_time(ctx, request, settings)
         validation.validate_topic(topic)
-        validation.validate_consumer_group(group)
-        if request.auto_renew:
+        _check_group(group)
+        auto_renew = request.auto_renew
+        if auto_renew:
             invisible = self.config.default_invisible_time_mills
         else:
-            invisible = request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") else 0
+            invisible = duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else 0
             validation.validate_invisible_time(invisible, self.config.min_invisible_time_mills_for_recv,
                                                self.config.max_invisible_time_mills)
-        sub = subscription_data(topic, request.filter_expression)
-        if request.batch_size <= 0:
+        sub = _subscription(topic, request.filter_expression)
+        batch_size = request.batch_size
+        if batch_size <= 0:
             raise ProxyError(Code.BAD_REQUEST, "batch size must be positive")
         fifo, max_attempts = await self.clients.consumer_policy_of(settings, group)
-        broker_name, addr = await self.cluster.select_read_broker(topic, request.message_queue.broker.name)
+        broker_name, addr = await self.cluster.select_read_broker(topic, queue.broker.name)
         header = h.PopMessageRequestHeader(
             consumer_group=group, topic=topic, queue_id=-1,
-            max_msg_nums=min(request.batch_size, MAX_MSG_NUMS_FOR_POP_REQUEST), invisible_time=invisible,
+            max_msg_nums=min(batch_size, MAX_MSG_NUMS_FOR_POP_REQUEST), invisible_time=invisible,
             poll_time=polling, born_time=_now_ms(), init_mode=INIT_MODE_MAX, exp_type=sub.expression_type,
             exp=sub.sub_string, order=fifo, attempt_id=request.attempt_id if request.HasField("attempt_id") else None)
         timeout = (polling + self.config.remoting_timeout_millis) / 1000.0
@@ -192,17 +266,20 @@ class ConsumerActivity:
         if result.status != PopStatus.FOUND:
             return []
         deliverable: list[MessageExt] = []
+        # Without a tag list every tag matches (tag_matched): only the attempts are checked then.
+        check_tag = sub.expression_type == "TAG" and not sub.is_sub_all and bool(sub.tags_set)
+        sep = KEY_SEPARATOR
         for msg in result.messages:
-            handle = with_commit_log_offset(msg.properties.get(MessageConst.POP_CK), msg.commit_log_offset)
-            if handle is None:
+            props = msg.properties
+            pop_ck = props.get(_POP_CK)
+            if pop_ck is None:  # with_commit_log_offset gives None: delivered without a handle
                 deliverable.append(msg)
                 continue
-            msg.properties[MessageConst.POP_CK] = handle
-            if not tag_matched(sub, msg.properties.get(MessageConst.TAGS)):
+            handle = props[_POP_CK] = f"{pop_ck}{sep}{msg.commit_log_offset}"
+            if check_tag and not tag_matched(sub, props.get(_TAGS)):
                 self._spawn(self._quiet(self._ack(handle, group, topic)))
             elif msg.reconsume_times >= max_attempts:
-                self._spawn(self._quiet(self._to_dlq(handle, msg.properties.get(
-                    MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, msg.msg_id), group, topic)))
+                self._spawn(self._quiet(self._to_dlq(handle, _message_id(msg), group, topic)))
             else:
                 deliverable.append(msg)
         return deliverable
@@ -236,19 +313,31 @@ class ConsumerActivity:
     async def ack_message(self, ctx: ProxyContext, request: spb.AckMessageRequest) -> spb.AckMessageResponse:
         group, topic = request.group.name, request.topic.name
         validation.validate_topic(topic)
-        validation.validate_consumer_group(group)
-        if not request.entries:
+        _check_group(group)
+        entries = request.entries
+        if not entries:
             raise ProxyError(Code.BAD_REQUEST, "no ack entry")
-        statuses: list[pb.Status | None] = [None] * len(request.entries)
+        statuses: list[pb.Status | None] = [None] * len(entries)
         by_broker: dict[str, list[tuple[int, ReceiptHandle]]] = {}
-        for index, entry in enumerate(request.entries):
-            latest = await self.renewer.release(ctx.client_id, group, entry.message_id)
+        renewer = self.renewer
+        client_id = ctx.client_id
+        now = _now_ms()
+        for index, entry in enumerate(entries):
+            latest = None
+            if renewer.holds(client_id, group, entry.message_id):
+                # Only a message this proxy renews has a newer handle (release waits for its renewal).
+                latest = await renewer.release(client_id, group, entry.message_id)
+                now = _now_ms()
             try:
-                handle = decode_handle(latest or entry.receipt_handle)
+                handle = decode_handle(latest or entry.receipt_handle, True, now)
             except ProxyError as exc:
                 statuses[index] = errors.status_of(exc)
                 continue
-            by_broker.setdefault(handle.broker_name, []).append((index, handle))
+            items = by_broker.get(handle.broker_name)
+            if items is None:
+                by_broker[handle.broker_name] = [(index, handle)]
+            else:
+                items.append((index, handle))
 
         async def one(index: int, handle: ReceiptHandle) -> None:
             try:
@@ -270,17 +359,25 @@ class ConsumerActivity:
                     return
                 except Exception as exc:  # noqa: BLE001
                     log.debug("batch ack on %s failed (%s); acking one by one", broker_name, exc)
-            await asyncio.gather(*(one(index, handle) for index, handle in items))
+            if len(items) == 1:
+                await one(*items[0])
+            else:
+                await asyncio.gather(*(one(index, handle) for index, handle in items))
 
-        await asyncio.gather(*(per_broker(name, items) for name, items in by_broker.items()))
+        if len(by_broker) == 1:  # the usual case: no task for gather to wrap the one coroutine in
+            for name, items in by_broker.items():
+                await per_broker(name, items)
+        elif by_broker:
+            await asyncio.gather(*(per_broker(name, items) for name, items in by_broker.items()))
         # Entries added in place: a message passed to a constructor (entries=, status=) is copied.
         response = spb.AckMessageResponse()
         add = response.entries.add
-        codes = set()
-        for e, st in zip(request.entries, statuses, strict=True):
+        first = statuses[0].code  # type: ignore[union-attr]
+        code = first
+        for e, st in zip(entries, statuses, strict=True):
             add(message_id=e.message_id, receipt_handle=e.receipt_handle, status=st)
-            codes.add(st.code)  # type: ignore[union-attr]
-        code = codes.pop() if len(codes) == 1 else Code.MULTIPLE_RESULTS
+            if st.code != first:  # type: ignore[union-attr]
+                code = Code.MULTIPLE_RESULTS
         response.status.code = code
         response.status.message = Code.Name(code)
         return response

@@ -71,6 +71,10 @@ class ReceiptHandleRenewer:
         """Drop a message the client never got (it is nacked instead)."""
         self._held.pop((client_id, group, message_id), None)
 
+    def holds(self, client_id: str, group: str, message_id: str) -> bool:
+        """Whether release would find the message (lets an ack skip the await when it would not)."""
+        return (client_id, group, message_id) in self._held
+
     async def release(self, client_id: str, group: str, message_id: str) -> str | None:
         """Stop renewing; returns the latest handle of the message when this proxy renewed it."""
         held = self._held.get((client_id, group, message_id))

@@ -137,12 +137,25 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     # ---- consumer ---------------------------------------------------------------------------
 
     async def ReceiveMessage(self, request, context):
-        async for item in self._stream(context, spb.ReceiveMessageResponse,
-                                       lambda ctx: self.consumer.receive_message(ctx, request)):
+        # _stream inlined (same steps, same Status on failure): every streamed message passes one
+        # async generator fewer.
+        ctx = ProxyContext.from_grpc(context)
+        try:
+            ctx.require_client_id()
+        except Exception as exc:  # noqa: BLE001
+            yield spb.ReceiveMessageResponse(status=errors.status_of(exc))
+            return
+        async for item in self.consumer.receive_message(ctx, request):
             yield item
 
     async def AckMessage(self, request, context):
-        return await self._unary(context, spb.AckMessageResponse, lambda ctx: self.consumer.ack_message(ctx, request))
+        # _unary inlined, as for SendMessage.
+        ctx = ProxyContext.from_grpc(context)
+        try:
+            ctx.require_client_id()
+            return await self.consumer.ack_message(ctx, request)
+        except Exception as exc:  # noqa: BLE001 -- reported to the caller as a Status
+            return spb.AckMessageResponse(status=errors.status_of(exc))
 
     async def ChangeInvisibleDuration(self, request, context):
         return await self._unary(context, spb.ChangeInvisibleDurationResponse,
