@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -57,3 +57,48 @@ async def periodic(interval: Interval, fn: Callable[[], Awaitable[Any] | Any], *
         except Exception:
             log.exception("%s failed", what)
         await asyncio.sleep(current())
+
+
+class Resumed:
+    """Awaiting it continues ``coro``, already stepped once to the value ``first`` it yielded.
+
+    Lets a coroutine whose first step already ran in its caller (the send queue starts a put inline
+    so that the append happens at once) finish in a task of its own: every value the coroutine
+    yields (futures, or None for a bare yield) is passed up to the task, and what the task sends or
+    throws back (results, cancellation) is passed down, as if the task had run it from its start.
+    """
+
+    __slots__ = ("_coro", "_first", "_blocking")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+        # A future sets this flag as it yields itself, for the task that receives it, and refuses
+        # to be awaited again while it is set. Others may await the same future before our task
+        # runs: the flag is taken off now and set again just before the future reaches our task.
+        self._blocking = blocking = getattr(first, "_asyncio_future_blocking", None)
+        if blocking:
+            first._asyncio_future_blocking = False
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro = self._coro
+        value = self._first
+        self._first = None
+        if self._blocking is not None:
+            value._asyncio_future_blocking = self._blocking
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # cancellation included: the coroutine decides
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value

@@ -8,11 +8,6 @@ The channel is the connection's asyncio Protocol: frames are cut out of the byte
 ``data_received`` and dispatched right there, so a frame costs no StreamReader buffering, no
 ``readexactly`` coroutines and no wake-up of a reader task. Response timeouts share one timer per
 channel (a heap of deadlines) instead of a Timeout context and TimerHandle per request.
-
-A processor marked with ``EAGER_ATTR`` (one that needs no current task and only appends, answers or
-queues) runs its first step right in ``data_received``: when it finishes without suspending, its
-response is written there and then, with no task and no further loop iteration; when it suspends,
-the suspended coroutine continues in a task exactly as a task-run processor would.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ import itertools
 import logging
 import struct
 import time
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable
 from typing import Any
 
 from orbitmq.remoting.codes import ResponseCode
@@ -54,53 +49,6 @@ _unpack_length = _LENGTH.unpack_from
 _CLOCK_SLACK = time.get_clock_info("monotonic").resolution
 # Deadline entries kept for answered requests before the heap is compacted.
 _COMPACT_AT = 1024
-# Set to True on a processor function (a bound method's function works too) that may run eagerly.
-EAGER_ATTR = "__remoting_eager__"
-
-
-class Resumed:
-    """Awaiting it continues ``coro``, already stepped once to the value ``first`` it yielded.
-
-    Lets a coroutine started outside any task (an eager first step) finish inside a task: every
-    value the coroutine yields (futures, or None for a bare yield) is passed up to the task, and
-    what the task sends or throws back (results, cancellation) is passed down, as if the task had
-    run the coroutine from its start.
-    """
-
-    __slots__ = ("_coro", "_first", "_blocking")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self._coro = coro
-        self._first = first
-        # A future sets this flag as it yields itself, for the task that receives it, and refuses
-        # to be awaited again while it is set. Others may await the same future before our task
-        # runs: the flag is taken off now and set again just before the future reaches our task.
-        self._blocking = blocking = getattr(first, "_asyncio_future_blocking", None)
-        if blocking:
-            first._asyncio_future_blocking = False
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro = self._coro
-        value = self._first
-        self._first = None
-        if self._blocking is not None:
-            value._asyncio_future_blocking = self._blocking
-        while True:
-            try:
-                sent = yield value
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # cancellation included: the coroutine decides
-                try:
-                    value = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    value = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
 
 
 def _format_addr(peer: Any) -> str:
@@ -370,90 +318,43 @@ class Channel(asyncio.Protocol):
         if len(tasks) >= self._max_concurrent_requests:
             self._reject_overload(request)
             return
-        entry = self._processors.lookup(request.code)
-        if entry is not None and getattr(entry[0], EAGER_ATTR, False):
-            self._run_eager(request, entry)
-            return
         # the task leaves the set itself when it ends (_handle_request): no done callback, and so no
         # extra loop callback, per request
-        tasks.add(self._loop.create_task(self._handle_request(request, entry)))
-
-    def _run_eager(self, request: RemotingCommand, entry: tuple[Any, Any]) -> None:
-        """The processor's first step now; a task only for what is left when it suspends."""
-        coro = entry[0](request, self)
-        try:
-            first = coro.send(None)
-        except StopIteration as stop:
-            response = stop.value
-        except asyncio.CancelledError:
-            return  # as in _handle_request: no answer
-        except Exception as exc:  # a processor bug must not kill the connection
-            response = failed(request, exc, entry[1], self)
-        else:
-            self._tasks.add(self._loop.create_task(self._handle_request(request, entry, Resumed(coro, first))))
-            return
-        try:
-            drain = self._respond(request, response)
-        except Exception:  # as a request task's failure would: logged, the connection stays
-            log.exception("answering code=%s from %s failed", request.code, self.remote_address)
-            return
-        if drain:
-            # The response is written; the slot stays taken until the transport drains, as a task's would.
-            self._tasks.add(self._loop.create_task(self._handle_drain()))
+        tasks.add(self._loop.create_task(self._handle_request(request)))
 
     def _reject_overload(self, request: RemotingCommand) -> None:
         log.warning("too many requests in flight on %s, refusing code=%s", self.remote_address, request.code)
         if not request.is_oneway and self._transport is not None:
             self._transport.write(request.response_to(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK).encode())
 
-    async def _handle_request(self, request: RemotingCommand, entry: tuple[Any, Any] | None,
-                              resumed: Resumed | None = None) -> None:
-        """``resumed``: the rest of an eager processor that suspended in its first step."""
+    async def _handle_request(self, request: RemotingCommand) -> None:
         try:
+            entry = self._processors.lookup(request.code)
             if entry is None:
                 response = not_supported(request)
             else:
                 try:
-                    response = await (entry[0](request, self) if resumed is None else resumed)
+                    response = await entry[0](request, self)
                 except Exception as exc:  # a processor bug must not kill the connection
                     response = failed(request, exc, entry[1], self)
-            if self._respond(request, response):
-                await self._drain_response()
+            if request.flag & 2 or response is None or self._closed:  # RPC_ONEWAY
+                return
+            response.opaque = request.opaque
+            response.flag |= 1  # RPC_TYPE_RESPONSE
+            response.serialize_type = request.serialize_type
+            try:
+                frame = response.encode()
+            except RemotingCommandError as exc:
+                log.warning("cannot encode response to code=%s: %s", request.code, exc)
+                frame = request.response_to(ResponseCode.SYSTEM_ERROR, str(exc)).encode()
+            try:
+                self._write(frame)
+                if self._write_paused:
+                    await self._drain()
+            except RemotingSendRequestError as exc:
+                log.debug("response to %s lost: %s", self.remote_address, exc)
         except asyncio.CancelledError:
             pass  # the connection closed while the processor ran
-        finally:
-            self._tasks.discard(_current_task(self._loop))
-
-    def _respond(self, request: RemotingCommand, response: RemotingCommand | None) -> bool:
-        """Writes the response (if any is due); True when the caller must wait for the drain."""
-        if request.flag & 2 or response is None or self._closed:  # RPC_ONEWAY
-            return False
-        response.opaque = request.opaque
-        response.flag |= 1  # RPC_TYPE_RESPONSE
-        response.serialize_type = request.serialize_type
-        try:
-            frame = response.encode()
-        except RemotingCommandError as exc:
-            log.warning("cannot encode response to code=%s: %s", request.code, exc)
-            frame = request.response_to(ResponseCode.SYSTEM_ERROR, str(exc)).encode()
-        try:
-            self._write(frame)
-        except RemotingSendRequestError as exc:
-            log.debug("response to %s lost: %s", self.remote_address, exc)
-            return False
-        return self._write_paused
-
-    async def _drain_response(self) -> None:
-        try:
-            await self._drain()
-        except RemotingSendRequestError as exc:
-            log.debug("response to %s lost: %s", self.remote_address, exc)
-
-    async def _handle_drain(self) -> None:
-        try:
-            await self._drain_response()
-        except asyncio.CancelledError:
-            pass  # the connection closed
         finally:
             self._tasks.discard(_current_task(self._loop))
 

@@ -1,8 +1,7 @@
 """The single-message send path's shortcuts give the same results as the general code.
 
 SEND_MESSAGE_V2 headers read by their one-letter names vs the general translation and Fields;
-the send queue's inline start of a put when it is idle vs the worker; a Remoting processor run
-eagerly in data_received vs in a task.
+the send queue's inline start of a put when it is idle vs the worker.
 """
 
 from __future__ import annotations
@@ -15,11 +14,9 @@ import pytest
 
 from orbitmq.broker.processors import send as send_mod
 from orbitmq.broker.processors.base import RequestError
-from orbitmq.broker.processors.registry import guard
 from orbitmq.broker.processors.send_queue import SendQueue
+from orbitmq.common.aio import Resumed
 from orbitmq.remoting import RemotingCommand, RequestCode, ResponseCode
-from orbitmq.remoting.channel import EAGER_ATTR, Channel, Resumed
-from orbitmq.remoting.processor import ProcessorTable
 
 # ---- SEND_MESSAGE_V2 header -------------------------------------------------------------------------
 
@@ -176,117 +173,7 @@ async def test_inline_put_errors_reach_the_request() -> None:
         await queue.shutdown()
 
 
-# ---- eager Remoting processors -------------------------------------------------------------------------
-
-
-class _Transport(asyncio.Transport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.frames: list[bytes] = []
-        self.closed = False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name in ("peername", "sockname") else default
-
-    def write(self, data: Any) -> None:
-        self.frames.append(bytes(data))
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
-
-
-def _channel(processor: Any) -> tuple[Channel, _Transport]:
-    table = ProcessorTable()
-    table.register(310, guard(310, processor))
-    channel = Channel(table)
-    transport = _Transport()
-    transport.protocol = channel
-    channel.connection_made(transport)
-    return channel, transport
-
-
-class _Proc:
-    def __init__(self, gate: asyncio.Future[None] | None = None, fail: bool = False) -> None:
-        self.gate = gate
-        self.fail = fail
-
-    async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
-        if self.gate is not None:
-            await self.gate
-        if self.fail:
-            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "refused")
-        return request.response_to(ResponseCode.SUCCESS, None, {"echo": request.ext_fields["x"]})
-
-    async def process_eager(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
-        return await self.process(request, channel)
-
-    process_eager.__dict__[EAGER_ATTR] = True  # type: ignore[attr-defined]
-
-
-def _frames(n: int) -> list[bytes]:
-    return [RemotingCommand.request(310, {"x": str(i)}, b"b").encode() for i in range(n)]
-
-
-@pytest.mark.parametrize("fail", [False, True])
-async def test_eager_processor_answers_inside_data_received(fail: bool) -> None:
-    outputs = []
-    frames = _frames(3)
-    for eager in (False, True):
-        proc = _Proc(fail=fail)
-        channel, transport = _channel(proc.process_eager if eager else proc.process)
-        channel.data_received(b"".join(frames))
-        if eager:
-            assert len(transport.frames) == 3 and not channel._tasks  # no task, no loop iteration
-        for _ in range(3):
-            await asyncio.sleep(0)
-        outputs.append(transport.frames)
-        await channel.close()
-    assert outputs[0] == outputs[1]
-
-
-async def test_eager_processor_that_suspends_finishes_in_a_task() -> None:
-    outputs = []
-    frames = _frames(2)
-    for eager in (False, True):
-        gate = asyncio.get_running_loop().create_future()
-        proc = _Proc(gate)
-        channel, transport = _channel(proc.process_eager if eager else proc.process)
-        channel.data_received(b"".join(frames))
-        await asyncio.sleep(0)
-        assert transport.frames == [] and len(channel._tasks) == 2
-        gate.set_result(None)
-        for _ in range(3):
-            await asyncio.sleep(0)
-        assert not channel._tasks
-        outputs.append(transport.frames)
-        await channel.close()
-    assert outputs[0] == outputs[1] and len(outputs[0]) == 2
-
-
-async def test_suspended_eager_processor_is_cancelled_when_the_channel_closes() -> None:
-    gate = asyncio.get_running_loop().create_future()
-    cancelled: list[bool] = []
-
-    async def process(request: RemotingCommand, channel: Any) -> RemotingCommand:
-        try:
-            await gate
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
-        return request.response_to(ResponseCode.SUCCESS)
-
-    process.__dict__[EAGER_ATTR] = True
-    channel, transport = _channel(process)
-    channel.data_received(_frames(1)[0])
-    await asyncio.sleep(0)
-    await channel.close()
-    await asyncio.sleep(0)
-    assert cancelled == [True] and transport.frames == [] and not channel._tasks
+# ---- Resumed (a coroutine stepped once outside a task, finished in one) ----------------------------------
 
 
 async def test_resumed_passes_values_and_exceptions_through() -> None:
@@ -310,3 +197,21 @@ async def test_resumed_passes_values_and_exceptions_through() -> None:
     await asyncio.sleep(0)
     second.set_exception(KeyError("x"))
     assert await task == 42
+
+
+async def test_resumed_future_can_be_awaited_by_others_before_the_task_runs() -> None:
+    """The future a stepped coroutine yielded stays awaitable by anyone else (a shared flush wait)."""
+    loop = asyncio.get_running_loop()
+    shared = loop.create_future()
+
+    async def body() -> str:
+        return await shared
+
+    coro = body()
+    first = coro.send(None)
+    other = asyncio.ensure_future(body())  # runs first: its task takes the future's blocking flag
+    task = asyncio.ensure_future(Resumed(coro, first))
+    await asyncio.sleep(0)
+    shared.set_result("flushed")
+    assert await task == "flushed" and await other == "flushed"
+

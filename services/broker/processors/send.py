@@ -184,10 +184,6 @@ class SendMessageProcessor:
             region.update(extra)
         return request.response_to(code, remark, region)
 
-    # Needs no current task (RequestError answers, appends, the send queue): a Remoting channel runs
-    # its first step as the frame arrives, and the whole send when the put does not suspend.
-    process.__remoting_eager__ = True  # type: ignore[attr-defined]  # orbitmq.remoting.channel.EAGER_ATTR
-
     # ---- checks --------------------------------------------------------------------------
 
     def _msg_check(self, header: SendHeader, channel: Any) -> Any:

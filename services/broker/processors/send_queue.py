@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from types import CoroutineType
 from typing import Any
 
-from orbitmq.common.aio import cancel_and_wait
-from orbitmq.remoting.channel import Resumed
+from orbitmq.common.aio import Resumed, cancel_and_wait
 from orbitmq.remoting.codes import ResponseCode
 
 from .base import RequestError
