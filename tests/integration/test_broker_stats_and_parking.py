@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.controller import BrokerController
-from orbitmq.broker.store.config import MessageStoreConfig
 from orbitmq.common.message import properties_to_string
 from orbitmq.common.message_codec import decode_records
 from orbitmq.common.sysflag import build_pull_sys_flag
 from orbitmq.remoting import RemotingClient, RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
+from tests.support.broker import in_process_broker
 
 # Parked requests ask for a 15 s hold; "promptly" here means long before that (and before the
 # hold service's 5 s periodic check could have swept them).
@@ -33,20 +32,8 @@ PROMPT_SECONDS = 2.0
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[BrokerController]:
-    values = {"brokerClusterName": "StatsCluster", "brokerName": "broker-stats", "brokerIP1": "127.0.0.1",
-              "listenPort": "0", "storePathRootDir": str(tmp_path / "store"), "namesrvAddr": "",
-              "mappedFileSizeCommitLog": str(4 * 1024 * 1024)}
-    controller = BrokerController(BrokerConfig.from_mapping(values), MessageStoreConfig.from_mapping(values),
-                                  listen_host="127.0.0.1")
-    try:
-        await controller.start()
-    except BaseException:
-        await controller.abort_start()
-        raise
-    try:
+    async with in_process_broker(tmp_path / "store", "StatsCluster", "broker-stats") as controller:
         yield controller
-    finally:
-        await controller.shutdown()
 
 
 def addr_of(broker: BrokerController) -> str:

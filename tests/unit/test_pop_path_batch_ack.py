@@ -11,18 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.controller import BrokerController
 from orbitmq.broker.pop.checkpoint import BatchAckMsg
 from orbitmq.broker.pop.constants import REVIVE_GROUP
 from orbitmq.broker.pop.revive_log import PROPERTY_REVIVE_TIME
-from orbitmq.broker.store.config import MessageStoreConfig
 from orbitmq.client import api as client_api
 from orbitmq.common import extra_info as ei
 from orbitmq.common.message import properties_to_string
 from orbitmq.common.message_codec import decode_records
 from orbitmq.remoting import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
+from tests.support.broker import in_process_broker
 
 TOPIC, GROUP, QUEUES = "PathTopic", "PathGroup", 4
 
@@ -34,20 +33,8 @@ class _Channel:
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[BrokerController]:
-    values = {"brokerClusterName": "PathCluster", "brokerName": "broker-path", "brokerIP1": "127.0.0.1",
-              "listenPort": "0", "storePathRootDir": str(tmp_path / "store"), "namesrvAddr": "",
-              "mappedFileSizeCommitLog": str(4 * 1024 * 1024)}
-    controller = BrokerController(BrokerConfig.from_mapping(values), MessageStoreConfig.from_mapping(values),
-                                  listen_host="127.0.0.1")
-    try:
-        await controller.start()
-    except BaseException:
-        await controller.abort_start()
-        raise
-    try:
+    async with in_process_broker(tmp_path / "store", "PathCluster", "broker-path") as controller:
         yield controller
-    finally:
-        await controller.shutdown()
 
 
 async def _settle(broker: BrokerController) -> None:
