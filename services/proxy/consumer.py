@@ -161,7 +161,8 @@ class ConsumerActivity:
         # The pop runs in its own task so that a client giving up while the broker long-polls
         # cancels only the wait on `delivered`: the pop completes, and nacks what it got itself.
         delivered: asyncio.Future[list[MessageExt] | None] = asyncio.get_running_loop().create_future()
-        pop = asyncio.ensure_future(self._pop_for(ctx, request, delivered))  # noqa: F841 -- held while awaited
+        # Kept in _background: a pop the client gave up on still nacks, and shutdown waits for it.
+        self._spawn(self._pop_for(ctx, request, delivered))
         try:
             messages = await delivered
         except asyncio.CancelledError:
