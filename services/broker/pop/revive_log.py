@@ -73,7 +73,8 @@ class ReviveLogWriter:
 
     async def append_acks(self, acks: list[tuple[AckMsg, int, int]]) -> bool:
         """append_ack for each (ack, revive_qid, invisible_time), the acks of one revive queue in
-        one store call (the same records, in order; all or none of them)."""
+        one store call (the same records, in order; per revive queue, all of them or none; their
+        born time is the first one's, read once)."""
         if len(acks) == 1:
             return await self.append_ack(*acks[0])
         by_queue: dict[int, list[MessageExtBrokerInner]] = {}
