@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import struct
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -36,15 +35,10 @@ from orbitmq.common.message import (
     MessageConst,
     MessageExt,
     properties_to_string,
-    string_to_properties,
 )
 from orbitmq.common.message_codec import (
-    FIXED_OVERHEAD_V4,
-    MESSAGE_MAGIC_CODE,
-    decode_record,
+    decode_pop_records,
     decode_records,
-    header_struct,
-    host_to_string,
 )
 from orbitmq.common.message_id import decode_offset_message_id
 from orbitmq.common.route import (
@@ -55,7 +49,6 @@ from orbitmq.common.route import (
     parse_json,
 )
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
-from orbitmq.common.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.client import RemotingClient
@@ -666,79 +659,3 @@ def _attach_pop_ck(messages: list[MessageExt], rh: h.PopMessageResponseHeader,
 
 _POP_CK = MessageConst.POP_CK
 _FIRST_POP_TIME = MessageConst.FIRST_POP_TIME
-_V4_HEADER = header_struct(False, False)
-_HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-_IQ = struct.Struct(">iq")
-# "ip:port" per (address bytes, port): a POP response names the same few hosts in every record.
-_host_strings: dict[tuple[bytes, int], str] = {}
-
-
-def _host_string(addr: bytes, port: int) -> str:
-    key = (addr, port)
-    text = _host_strings.get(key)
-    if text is None:
-        text = host_to_string(addr, port)
-        if len(_host_strings) >= 4096:
-            _host_strings.clear()
-        _host_strings[key] = text
-    return text
-
-
-def decode_pop_records(buf: bytes) -> list[MessageExt]:
-    """decode_records(buf, check_crc=False) for a POP response body: same messages, same errors.
-
-    An IPv4/IPv4 record with consistent lengths is unpacked in place with its host strings
-    cached; anything else (IPv6, a bad magic or length, a truncated buffer) goes through
-    decode_record, which raises exactly what decode_records would.
-    """
-    if type(buf) is not bytes:
-        buf = bytes(buf)  # slices of bytes are bytes, as decode_record's fields are
-    out: list[MessageExt] = []
-    append = out.append
-    unpack_from = _V4_HEADER.unpack_from
-    hsize = _V4_HEADER.size
-    end = len(buf)
-    offset = 0
-    while offset < end:
-        if offset + hsize + 3 <= end:
-            (total, magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts,
-             born_addr, born_port, store_ts, store_addr, store_port, reconsume, prepared,
-             body_len) = unpack_from(buf, offset)
-            record_end = offset + total
-            pos = offset + hsize
-            if (magic == MESSAGE_MAGIC_CODE and not sys_flag & _HOST_FLAGS and total >= FIXED_OVERHEAD_V4
-                    and record_end <= end and body_len >= 0 and pos + body_len + 3 <= record_end):
-                body = buf[pos:pos + body_len]
-                pos += body_len
-                topic_len = buf[pos]
-                topic_at = pos + 1
-                pos = topic_at + topic_len
-                props_len = int.from_bytes(buf[pos:pos + 2], "big")
-                pos += 2
-                if pos + props_len == record_end:
-                    append(MessageExt(
-                        topic=buf[topic_at:topic_at + topic_len].decode("utf-8"),
-                        body=body,
-                        flag=flag,
-                        properties=string_to_properties(buf[pos:record_end].decode("utf-8") if props_len else ""),
-                        queue_id=queue_id,
-                        store_size=total,
-                        queue_offset=queue_offset,
-                        sys_flag=sys_flag,
-                        born_timestamp=born_ts,
-                        born_host=_host_string(born_addr, born_port),
-                        store_timestamp=store_ts,
-                        store_host=_host_string(store_addr, store_port),
-                        msg_id=(store_addr + _IQ.pack(store_port, physical_offset)).hex().upper(),
-                        commit_log_offset=physical_offset,
-                        body_crc=body_crc,
-                        reconsume_times=reconsume,
-                        prepared_transaction_offset=prepared,
-                    ))
-                    offset = record_end
-                    continue
-        msg = decode_record(buf, offset, False)  # the general decoder, and its error for a bad record
-        append(msg)
-        offset += msg.store_size
-    return out
-

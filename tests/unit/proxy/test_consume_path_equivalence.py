@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orbitmq.client import api as api_mod
-from orbitmq.client.api import MQClientAPI, decode_pop_records
+from orbitmq.client.api import MQClientAPI
 from orbitmq.common import extra_info as ei
 from orbitmq.common.message import MessageConst, MessageExt, properties_to_string
-from orbitmq.common.message_codec import decode_records, encode_record
+from orbitmq.common.message_codec import decode_pop_records, decode_records, encode_record
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proxy import consumer as consumer_mod
