@@ -76,8 +76,13 @@ async def run_consume_load(opts: ConsumeOptions, stop: asyncio.Event | None = No
                                                               timeout=opts.polling_ms / 1000 + 5):
                         if response.HasField("message"):
                             now_ms = time.time() * 1000
-                            born = response.message.system_properties.born_timestamp.ToMilliseconds()
+                            props = response.message.system_properties
+                            born = props.born_timestamp.ToMilliseconds()
                             stats.latencies_ms.append(max(0.0, now_ms - born))
+                            if props.HasField("store_timestamp"):
+                                stored = props.store_timestamp.ToMilliseconds()
+                                stats.send_leg_ms.append(max(0.0, stored - born))
+                                stats.consume_leg_ms.append(max(0.0, now_ms - stored))
                             received.append(response.message)
                 except grpc.aio.AioRpcError as exc:
                     stats.add_error(f"ReceiveMessage gRPC {exc.code().name}: {exc.details()}")

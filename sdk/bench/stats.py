@@ -29,6 +29,10 @@ class Stats:
     # Rate-limited runs: how late (ms) the load generator started each request after its slot.
     start_lags_ms: list[float] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
+    # End-to-end runs: each message's latency split at the broker's store timestamp (born ->
+    # stored, stored -> received), to tell where a tail comes from. Empty where nothing stores.
+    send_leg_ms: list[float] = field(default_factory=list)
+    consume_leg_ms: list[float] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     def add_error(self, kind: str) -> None:
@@ -49,6 +53,8 @@ class Stats:
             "elapsed_s": self.elapsed_s,
             "start_lag_p99_ms": percentile(sorted(self.start_lags_ms), 99),
             "error_kinds": dict(self.error_kinds.most_common(5)),
+            "send_leg_p99_ms": percentile(sorted(self.send_leg_ms), 99),
+            "consume_leg_p99_ms": percentile(sorted(self.consume_leg_ms), 99),
         }
 
 
@@ -57,4 +63,6 @@ def format_summary(title: str, s: dict[str, Any], what: str = "RT") -> str:
             f"{s['errors']:.0f} errors in {s['elapsed_s']:.1f}s) {what} p50 {s['p50_ms']:.2f} ms, "
             f"p99 {s['p99_ms']:.2f} ms, max {s['max_ms']:.2f} ms"
             + (f", start lag p99 {s['start_lag_p99_ms']:.2f} ms" if s.get("start_lag_p99_ms") else "")
+            + (f" (p99 born -> stored {s['send_leg_p99_ms']:.2f} ms, stored -> received "
+               f"{s['consume_leg_p99_ms']:.2f} ms)" if s.get("consume_leg_p99_ms") else "")
             + "".join(f"\n  {n} x {kind}" for kind, n in (s.get("error_kinds") or {}).items()))

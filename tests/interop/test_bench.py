@@ -44,6 +44,10 @@ def test_bench_all_runs_every_scenario_and_prints_the_goals() -> None:
     # The relay hands every message the producer sent at 200/s for 1 s to the consumer.
     relay_consumed = out.split("baseline e2e consumer (in-memory relay): ", 1)[1].splitlines()[0]
     assert int(relay_consumed.split("(", 1)[1].split(" msgs", 1)[0]) >= 200, relay_consumed
+    assert "stored" not in relay_consumed  # the relay stores nothing: no split of its latency
+    # Through the broker each message's latency is also split at its store timestamp.
+    for consumed in out.split("e2e consumer: ")[1:]:
+        assert "(p99 born -> stored " in consumed.splitlines()[0], consumed.splitlines()[0]
     assert "median of 2 runs" in out
     assert "runs: batch-32 ratio " in out
     assert "producer batch-32 throughput = " in out

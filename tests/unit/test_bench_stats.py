@@ -26,3 +26,18 @@ def test_a_clean_run_prints_one_line() -> None:
     stats = Stats(messages=10, requests=10, elapsed_s=1.0, latencies_ms=[1.0] * 10)
     text = format_summary("producer", stats.summary())
     assert "\n" not in text and "0 errors" in text
+
+
+def test_end_to_end_latency_is_split_at_the_store_timestamp() -> None:
+    stats = Stats(messages=100, requests=10, elapsed_s=1.0, latencies_ms=[float(i) for i in range(100)],
+                  send_leg_ms=[1.0] * 98 + [7.0, 9.0], consume_leg_ms=[float(i) for i in range(100)])
+    summary = stats.summary()
+    assert summary["send_leg_p99_ms"] == 7.0 and summary["consume_leg_p99_ms"] == 98.0
+    text = format_summary("consumer", summary, "end-to-end")
+    assert text.endswith("(p99 born -> stored 7.00 ms, stored -> received 98.00 ms)")
+
+
+def test_no_split_is_printed_where_nothing_stores() -> None:
+    # The relay keeps no store timestamp: its line has no split.
+    text = format_summary("consumer", Stats(messages=1, requests=1, elapsed_s=1.0, latencies_ms=[1.0]).summary())
+    assert "stored" not in text
