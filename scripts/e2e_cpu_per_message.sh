@@ -6,9 +6,11 @@
 # and reads the CPU time of the proxy (the `orbitmq local` process), the broker child, the
 # producer and the consumer from /proc over the middle 8 s, with the machine's idle share.
 # Compare runs interleaved: the host's other load moves every figure between minutes.
+# THREADS=1 also prints each busy thread's user and system CPU share (e.g. the proxy's event loop
+# thread against gRPC's threads).
 #
-# usage: [PORTBASE=32000] [R=1000] scripts/e2e_cpu_per_message.sh [key=value ...]   (extra args go
-#        to `orbitmq local`)
+# usage: [PORTBASE=32000] [R=1000] [THREADS=1] scripts/e2e_cpu_per_message.sh [key=value ...]
+#        (extra args go to `orbitmq local`)
 set -euo pipefail
 PB=${PORTBASE:-32000}; R=${R:-1000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,9 +36,20 @@ sleep 4
 BP=$(pgrep -f "broker-child.*--namesrv-port $PB" | head -1)
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 idle() { awk '/^cpu /{print $5+$6, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+# "process/thread name utime stime" of every thread of the four processes
+threads() {
+    for row in "proxy $LP" "broker $BP" "producer $PP" "consumer $CP"; do
+        set -- $row
+        for t in /proc/"$2"/task/*; do
+            echo "$1/$(basename "$t")/$(tr ' ' _ < "$t/comm") $(awk '{print $14, $15}' "$t/stat")"
+        done
+    done | sort
+}
+[ -n "${THREADS:-}" ] && threads > "$D/threads1"
 a1=$(ticks "$LP"); b1=$(ticks "$BP"); c1=$(ticks "$PP"); d1=$(ticks "$CP"); read -r i1 t1 < <(idle)
 sleep 8
 a2=$(ticks "$LP"); b2=$(ticks "$BP"); c2=$(ticks "$PP"); d2=$(ticks "$CP"); read -r i2 t2 < <(idle)
+[ -n "${THREADS:-}" ] && threads > "$D/threads2"
 wait "$PP"; wait "$CP"
 cat "$D/producer.txt" "$D/consumer.txt"
 HZ=$(getconf CLK_TCK)
@@ -46,3 +59,7 @@ for row in "proxy $a1 $a2" "broker $b1 $b2" "producer $c1 $c2" "consumer $d1 $d2
         'BEGIN { s = (b - a) / hz; printf "%s: %.0f%% CPU, %.0f us/msg\n", n, s / 8 * 100, s / (r * 8) * 1e6 }'
 done
 awk -v i="$((i2 - i1))" -v t="$((t2 - t1))" 'BEGIN { printf "machine idle: %.0f%%\n", i * 100 / t }'
+if [ -n "${THREADS:-}" ]; then
+    join "$D/threads1" "$D/threads2" | awk -v hz="$HZ" '{ u = ($4 - $2) / hz / 8 * 100; s = ($5 - $3) / hz / 8 * 100
+        if (u + s >= 1) printf "  %-32s user %5.1f%%  sys %5.1f%%\n", $1, u, s }'
+fi
