@@ -48,6 +48,17 @@ def test_bench_all_runs_every_scenario_and_prints_the_goals() -> None:
     # Through the broker each message's latency is also split at its store timestamp.
     for consumed in out.split("e2e consumer: ")[1:]:
         assert "(p99 born -> stored " in consumed.splitlines()[0], consumed.splitlines()[0]
+    # The batch-32 ratio is taken to the mean of the baseline measured before and after the cluster.
+    again = "baseline batch 32, again after the cluster: "
+    assert out.count(again) == 2 and all(" 0 errors" in p.splitlines()[0] for p in out.split(again)[1:]), out
+    printed = [int(r.rstrip("%")) for r in out.split("runs: batch-32 ratio ", 1)[1].split(";", 1)[0].split(", ")]
+    for run, ratio in zip(out.split("== run ")[1:], printed, strict=True):
+        def tps(prefix: str, text: str = run) -> float:
+            return float(text.split(prefix, 1)[1].split(" msgs/s", 1)[0])
+        mean = (tps("baseline batch 32: ") + tps(again)) / 2
+        assert abs(tps("mean of the two baselines ") - mean) <= 1, run
+        # The printed figures are rounded to whole msgs/s, the ratio to whole percent.
+        assert abs(ratio - tps("producer batch 32: ") / mean * 100) <= 1, (ratio, run)
     assert "median of 2 runs" in out
     assert "runs: batch-32 ratio " in out
     assert "producer batch-32 throughput = " in out
