@@ -43,6 +43,8 @@ class NamesrvConfig(ConfigBase):
     wait_seconds_for_service: int = 45
     delete_topic_with_broker_registration: bool = False
     config_black_list: str = "configBlackList;configStorePath;kvConfigPath"
+    # run a ControllerManager in this process (its keys: orbitmq.controller.config.NamesrvControllerConfig)
+    enable_controller_in_namesrv: bool = False
     # NettyServerConfig keys
     listen_port: int = DEFAULT_LISTEN_PORT
     bind_address: str = "0.0.0.0"

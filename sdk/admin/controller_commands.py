@@ -1,0 +1,232 @@
+"""mqadmin's controller commands: getControllerMetaData, getSyncStateSet, getControllerConfig,
+updateControllerConfig, electMaster, cleanBrokerMetadata (reference §1.14).
+
+They talk to the controllers given with ``-a`` and need no NameServer, except
+``getSyncStateSet -c`` which lists the cluster's broker names from the NameServer (``-n``), as
+upstream does. Commands that need the Raft leader ask ``-a`` for it (GET_METADATA_INFO) first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from orbitmq.admin.admin_api import AdminError, MQAdminExt
+from orbitmq.admin.cli import Result, command
+from orbitmq.admin.output import render_pairs, render_table
+from orbitmq.client import MQBrokerError, resolve_namesrv_addr
+from orbitmq.common import fastjson
+from orbitmq.remoting.client import RemotingClient
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+from orbitmq.remoting.protocol import RemotingCommand
+
+
+def without_namesrv(handler):
+    """Mark a handler that runs without MQAdminExt (cli._run then passes None)."""
+    handler.without_namesrv = True
+    return handler
+
+
+def _addresses(text: str) -> list[str]:
+    addrs = [a.strip() for a in text.split(";") if a.strip()]
+    if not addrs:
+        raise AdminError("no controller address: pass -a host:port[;host:port]")
+    return addrs
+
+
+async def _invoke(client: RemotingClient, addr: str, code: int, fields: dict[str, str] | None = None,
+                  body: bytes = b"", timeout: float = 5.0) -> RemotingCommand:  # noqa: ASYNC109
+    response = await client.invoke(addr, RemotingCommand.request(code, fields or {}, body), timeout)
+    if response.code != ResponseCode.SUCCESS:
+        raise MQBrokerError(response.code, response.remark, addr)
+    return response
+
+
+async def _metadata(client: RemotingClient, addr: str, timeout: float) -> dict[str, str]:  # noqa: ASYNC109
+    return dict((await _invoke(client, addr, RequestCode.CONTROLLER_GET_METADATA_INFO, timeout=timeout)).ext_fields)
+
+
+async def _leader(client: RemotingClient, controllers: str, timeout: float) -> str:  # noqa: ASYNC109
+    """The leader's Remoting address, from the first of ``controllers`` that knows it."""
+    last: Exception | None = None
+    for addr in _addresses(controllers):
+        try:
+            meta = await _metadata(client, addr, timeout)
+        except Exception as exc:  # try the next controller
+            last = exc
+            continue
+        if meta.get("controllerLeaderAddress"):
+            return meta["controllerLeaderAddress"]
+        last = AdminError(f"controller {addr} knows no leader")
+    raise AdminError(f"no controller leader found via {controllers}: {last}")
+
+
+def _a_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-a", "--controllerAddress", dest="controller", required=True,
+                   help="controller address(es), host:port[;host:port]")
+
+
+# ---- getControllerMetaData ------------------------------------------------------------------------
+
+@command("getControllerMetaData", "Get controller cluster's metadata", _a_option)
+@without_namesrv
+async def get_controller_metadata(_admin: Any, args: argparse.Namespace) -> Result:
+    async with RemotingClient() as client:
+        meta = await _metadata(client, _addresses(args.controller)[0], args.timeout)
+    data = {"group": meta.get("group"), "controllerLeaderId": meta.get("controllerLeaderId"),
+            "controllerLeaderAddress": meta.get("controllerLeaderAddress"),
+            "isLeader": meta.get("isLeader") == "true",
+            "peers": [p for p in (meta.get("peers") or "").split(";") if p]}
+    pairs = [("#ControllerGroup", data["group"]), ("#ControllerLeaderId", data["controllerLeaderId"]),
+             ("#ControllerLeaderAddress", data["controllerLeaderAddress"]), ("#IsLeader", meta.get("isLeader"))]
+    pairs += [("#Peer:", peer) for peer in data["peers"]]
+    return Result(data, render_pairs(pairs, width=26))
+
+
+# ---- getSyncStateSet -----------------------------------------------------------------------------
+
+def _sync_state_options(p: argparse.ArgumentParser) -> None:
+    _a_option(p)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("-b", "--brokerName", dest="broker_name", help="which broker set")
+    group.add_argument("-c", "--clusterName", dest="cluster", help="every broker set of this cluster (needs -n)")
+
+
+async def _cluster_broker_names(args: argparse.Namespace) -> list[str]:
+    async with MQAdminExt(resolve_namesrv_addr(args.namesrv), timeout=args.timeout) as admin:
+        info = await admin.cluster_info()
+    names = sorted(info.cluster_addr_table.get(args.cluster, ()))
+    if not names:
+        raise AdminError(f"cluster {args.cluster} does not exist")
+    return names
+
+
+@command("getSyncStateSet", "Fetch syncStateSet for target brokers", _sync_state_options)
+@without_namesrv
+async def get_sync_state_set(_admin: Any, args: argparse.Namespace) -> Result:
+    names = [args.broker_name] if args.broker_name else await _cluster_broker_names(args)
+    async with RemotingClient() as client:
+        leader = await _leader(client, args.controller, args.timeout)
+        response = await _invoke(client, leader, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
+                                 body=json.dumps(names).encode(), timeout=args.timeout)
+    table = (fastjson.loads(response.body) or {}).get("replicasInfoTable") or {}
+    lines = []
+    for name, entry in table.items():
+        lines.append(f"\n#brokerName\t{name}\n#MasterBrokerId\t{entry.get('masterBrokerId')}\n"
+                     f"#MasterAddr\t{entry.get('masterAddress')}\n#MasterEpoch\t{entry.get('masterEpoch')}\n"
+                     f"#SyncStateSetEpoch\t{entry.get('syncStateSetEpoch')}\n"
+                     f"#SyncStateSetNums\t{len(entry.get('inSyncReplicas') or [])}")
+        rows = [["InSync", m.get("brokerId"), m.get("brokerAddress"), m.get("alive")]
+                for m in entry.get("inSyncReplicas") or []]
+        rows += [["NotInSync", m.get("brokerId"), m.get("brokerAddress"), m.get("alive")]
+                 for m in entry.get("notInSyncReplicas") or []]
+        lines.append(render_table(["#Replica", "#BrokerId", "#Address", "#Alive"], rows))
+    return Result(table, "\n".join(lines).strip() or "no broker set found")
+
+
+# ---- getControllerConfig / updateControllerConfig -------------------------------------------------
+
+def _parse_properties(text: str) -> dict[str, str]:
+    result = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.lstrip().startswith("#"):
+            result[key.strip()] = value.strip()
+    return result
+
+
+@command("getControllerConfig", "Get controller config", _a_option)
+@without_namesrv
+async def get_controller_config(_admin: Any, args: argparse.Namespace) -> Result:
+    configs: dict[str, dict[str, str]] = {}
+    async with RemotingClient() as client:
+        for addr in _addresses(args.controller):
+            response = await _invoke(client, addr, RequestCode.GET_CONTROLLER_CONFIG, timeout=args.timeout)
+            configs[addr] = _parse_properties(bytes(response.body).decode("utf-8"))
+    text = "\n".join(f"============{addr}============\n" + render_pairs([(k, f"= {v}") for k, v in cfg.items()],
+                                                                         width=50)
+                     for addr, cfg in configs.items())
+    return Result(configs, text)
+
+
+def _update_options(p: argparse.ArgumentParser) -> None:
+    _a_option(p)
+    p.add_argument("-k", "--key", dest="key", required=True, help="config key")
+    p.add_argument("-v", "--value", dest="value", required=True, help="config value")
+
+
+@command("updateControllerConfig", "Update controller config", _update_options)
+@without_namesrv
+async def update_controller_config(_admin: Any, args: argparse.Namespace) -> Result:
+    body = f"{args.key}={args.value}\n".encode()
+    done = []
+    async with RemotingClient() as client:
+        for addr in _addresses(args.controller):
+            await _invoke(client, addr, RequestCode.UPDATE_CONTROLLER_CONFIG, body=body, timeout=args.timeout)
+            done.append(addr)
+    text = "\n".join(f"update controller config success!{addr}" for addr in done)
+    return Result({"key": args.key, "value": args.value, "controllers": done}, text)
+
+
+# ---- electMaster ---------------------------------------------------------------------------------
+
+def _elect_options(p: argparse.ArgumentParser) -> None:
+    _a_option(p)
+    p.add_argument("-c", "--clusterName", dest="cluster", required=True)
+    p.add_argument("-bn", "--brokerName", dest="broker_name", required=True)
+    p.add_argument("-b", "--brokerId", dest="broker_id", type=int, required=True)
+
+
+@command("electMaster", "Re-elect the specified broker as master", _elect_options)
+@without_namesrv
+async def elect_master(_admin: Any, args: argparse.Namespace) -> Result:
+    async with RemotingClient() as client:
+        leader = await _leader(client, args.controller, args.timeout)
+        response = await _invoke(client, leader, RequestCode.CONTROLLER_ELECT_MASTER, {
+            "clusterName": args.cluster, "brokerName": args.broker_name, "brokerId": str(args.broker_id),
+            "designateElect": "true", "invokeTime": str(int(time.time() * 1000))}, timeout=args.timeout)
+    fields = response.ext_fields or {}
+    body = fastjson.loads(response.body) if response.body else {}
+    group = body.get("brokerMemberGroup") or {}
+    data = {"masterBrokerId": _int(fields.get("masterBrokerId")), "masterAddress": fields.get("masterAddress"),
+            "masterEpoch": _int(fields.get("masterEpoch")), "syncStateSetEpoch": _int(fields.get("syncStateSetEpoch")),
+            "brokerAddrs": {str(k): v for k, v in (group.get("brokerAddrs") or {}).items()},
+            "syncStateSet": body.get("syncStateSet")}
+    text = render_pairs([("#clusterName", args.cluster), ("#brokerName", args.broker_name),
+                         ("#brokerMasterAddr", data["masterAddress"]), ("#brokerMasterId", data["masterBrokerId"]),
+                         ("#masterEpoch", data["masterEpoch"]), ("#syncStateSetEpoch", data["syncStateSetEpoch"]),
+                         ("#brokerMembers", json.dumps(data["brokerAddrs"]))], width=22)
+    return Result(data, "elect master success\n" + text)
+
+
+def _int(value: str | None) -> int | None:
+    return None if value is None else int(value)
+
+
+# ---- cleanBrokerMetadata -------------------------------------------------------------------------
+
+def _clean_options(p: argparse.ArgumentParser) -> None:
+    _a_option(p)
+    p.add_argument("-bn", "--brokerName", dest="broker_name", required=True)
+    p.add_argument("-b", "--brokerControllerIdsToClean", dest="ids", help='broker controller ids, "1;2"')
+    p.add_argument("-c", "--clusterName", dest="cluster")
+    p.add_argument("-l", "--cleanLivingBroker", dest="clean_living", action="store_true",
+                   help="also clean brokers that are still alive")
+
+
+@command("cleanBrokerMetadata", "Clean metadata of broker on controller", _clean_options)
+@without_namesrv
+async def clean_broker_metadata(_admin: Any, args: argparse.Namespace) -> Result:
+    fields = {"brokerName": args.broker_name, "isCleanLivingBroker": "true" if args.clean_living else "false",
+              "invokeTime": str(int(time.time() * 1000))}
+    if args.cluster:
+        fields["clusterName"] = args.cluster
+    if args.ids:
+        fields["brokerControllerIdsToClean"] = args.ids
+    async with RemotingClient() as client:
+        leader = await _leader(client, args.controller, args.timeout)
+        await _invoke(client, leader, RequestCode.CLEAN_BROKER_DATA, fields, timeout=args.timeout)
+    return Result({"brokerName": args.broker_name, "cleaned": args.ids or "all"},
+                  f"clear broker {args.broker_name} metadata from controller success! ")
