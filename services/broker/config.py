@@ -46,7 +46,9 @@ class BrokerConfig(ConfigBase):
     broker_ip2: str = field(default="", metadata={"key": "brokerIP2"})
     namesrv_addr: str = ""
     listen_port: int = 10911
-    ha_listen_port: int = 10912
+    # 0 or less: listenPort + 1 (10912 by default), as RocketMQ releases derive it; with an
+    # ephemeral listenPort (0) the HA port is ephemeral too (the HA service reports the port).
+    ha_listen_port: int = 0
     region_id: str = "DefaultRegion"
     broker_permission: int = PERM_READ | PERM_WRITE
     auto_create_topic_enable: bool = True
@@ -94,6 +96,23 @@ class BrokerConfig(ConfigBase):
     revive_interval: int = 1000
     pop_from_retry_probability: int = 20
     max_pop_polling_size: int = 100_000
+    # -- controller mode (services/broker/ha/replicas_manager.py; reference §2.1) --
+    enable_controller_mode: bool = False
+    # "a:p;b:p", or "domain:port" resolved to every address when fetchControllerAddrByDnsLookup.
+    controller_addr: str = ""
+    fetch_controller_addr_by_dns_lookup: bool = False
+    sync_broker_metadata_period: int = 5000
+    check_sync_state_set_period: int = 5000
+    sync_controller_metadata_period: int = 10_000
+    controller_heart_beat_timeout_mills: int = 10_000
+    broker_heartbeat_interval: int = 1000
+    # Lower is preferred by the controller's election; Integer.MAX_VALUE = no preference.
+    broker_election_priority: int = 2**31 - 1
+    # Empty means <storePathRootDir>/brokerIdentity (see broker_identity_path()).
+    store_path_broker_identity: str = ""
+    # OrbitMQ has no DLedger CommitLog: true refuses to start (and always with controller mode,
+    # as upstream), rather than being accepted and ignored.
+    enable_d_leger_commit_log: bool = field(default=False, metadata={"key": "enableDLegerCommitLog"})
 
     def resolve_defaults(self) -> None:
         """Fills values RocketMQ derives from the environment (host name, IP, NAMESRV_ADDR)."""
@@ -105,6 +124,19 @@ class BrokerConfig(ConfigBase):
             self.broker_ip2 = self.broker_ip1
         if not self.namesrv_addr:
             self.namesrv_addr = os.environ.get(NAMESRV_ADDR_ENV, "")
+        if self.ha_listen_port <= 0:
+            self.ha_listen_port = self.listen_port + 1 if self.listen_port > 0 else 0
+            self.ha_listen_port_derived = True
+
+    # Set by resolve_defaults when haListenPort was not configured (listenPort + 1).
+    ha_listen_port_derived = False
+
+    def broker_identity_path(self, store_path_root_dir: str) -> str:
+        """storePathBrokerIdentity, defaulting to <storePathRootDir>/brokerIdentity."""
+        return self.store_path_broker_identity or os.path.join(store_path_root_dir, "brokerIdentity")
+
+    def controller_addr_list(self) -> list[str]:
+        return [a.strip() for a in self.controller_addr.split(";") if a.strip()]
 
     def namesrv_addr_list(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]

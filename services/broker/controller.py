@@ -11,6 +11,11 @@ Seams for other broker modules:
   SCHEDULE_TOPIC_XXXX uses it, so it also covers messages the broker stores itself);
 - ``on_metadata_changed(topics=…, groups=…)`` persists the tables and re-registers with
   every NameServer at once.
+
+Replication: in controller mode (``enableControllerMode``) a ReplicasManager owns the role and
+the broker id (services/broker/ha/replicas_manager.py) over an AutoSwitchHAService; otherwise
+``brokerRole`` decides, over a DefaultHAService. Either way a slave runs SlaveSynchronize, and
+delay-level delivery and POP revive run on a master only.
 """
 
 from __future__ import annotations
@@ -28,13 +33,14 @@ from orbitmq.broker.client.consumer_manager import ConsumerManager
 from orbitmq.broker.client.producer_manager import ProducerManager
 from orbitmq.broker.client.rebalance_lock import RebalanceLockManager
 from orbitmq.broker.config import BrokerConfig
+from orbitmq.broker.ha.slave_synchronize import SlaveSynchronize
 from orbitmq.broker.longpolling.pull_request_hold import PullRequestHoldService
-from orbitmq.broker.outer_api import BrokerOuterAPI
+from orbitmq.broker.outer_api import BrokerOuterAPI, RegisterBrokerResult
 from orbitmq.broker.processors import filtering
 from orbitmq.broker.processors.registry import Processor, ProcessorRegistry
 from orbitmq.broker.processors.send_queue import SendQueue
 from orbitmq.broker.stats import BrokerStatsManager
-from orbitmq.broker.store.config import MessageStoreConfig
+from orbitmq.broker.store.config import SLAVE, MessageStoreConfig
 from orbitmq.broker.store.metadata.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.store.metadata.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.store.metadata.topic_config_manager import TopicConfigManager
@@ -104,6 +110,15 @@ class BrokerController:
         self.remoting_server = RemotingServer(listen_host, config.listen_port,
                                               max_concurrent_requests=config.pull_thread_pool_queue_capacity)
         self.outer_api = BrokerOuterAPI(config.register_broker_timeout_mills)
+        # -- replication (services/broker/ha) --
+        self.ha_service: Any = None
+        self.epoch_cache: Any = None
+        self.replicas_manager: Any = None
+        self.slave_synchronize = SlaveSynchronize(self)
+        self._fenced = False
+        self._special_services_on: bool | None = None
+        # Classic slave: the master's HA address the NameServer last returned.
+        self._master_ha_addr: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
         self._scan_kick = asyncio.Event()
@@ -121,6 +136,10 @@ class BrokerController:
     async def start(self) -> None:
         from orbitmq.broker.store.message_store import MessageStore
 
+        self._check_replication_config()
+        if self.config.enable_controller_mode:
+            # A bad or foreign identity file refuses the start now, not later in the background.
+            await asyncio.to_thread(self._check_broker_identity)
         for manager in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager):
             if not await asyncio.to_thread(manager.load):
                 raise RuntimeError(f"cannot load {manager.path}")
@@ -137,6 +156,7 @@ class BrokerController:
         self.message_store = MessageStore(self.store_config, store_host=store_host)
         self.message_store.add_arrival_listener(self.pull_request_hold_service.arrival_listener)
         await self.message_store.start()
+        await self._start_ha_service()
         await self.schedule_message_service.start(self.message_store)  # delay levels
         await self.pull_request_hold_service.start()
         await self.stats.start()
@@ -145,6 +165,9 @@ class BrokerController:
             await self.remoting_server.start()
         # --- POP (services/broker/pop): revive service, POP long polling, order info ---
         await self.pop_service.start()
+        # Both started above (delay delivery unless SLAVE, POP revive always): a slave stops them.
+        self._special_services_on = True
+        await self.change_special_service_status(self.store_config.broker_role != SLAVE)
         self._register_now = asyncio.Event()
         self._scan_kick = asyncio.Event()
         self._tasks = [
@@ -155,6 +178,10 @@ class BrokerController:
             asyncio.create_task(self._scan_channels_loop(), name="ClientHousekeepingService"),
         ]
         self._started = True
+        if self.replicas_manager is not None:
+            await self.replicas_manager.start()  # fenced until the controller settled the role
+        elif self.store_config.broker_role == SLAVE:
+            self.slave_synchronize.start(None)  # the master address comes with the registration
         await self.register_broker_all()
 
     async def shutdown(self) -> None:
@@ -163,6 +190,9 @@ class BrokerController:
         self._started = False
         await cancel_and_wait(*self._tasks)
         self._tasks = []
+        if self.replicas_manager is not None:
+            await self.replicas_manager.shutdown()
+        await self.slave_synchronize.shutdown()
         with contextlib.suppress(Exception):
             await self.outer_api.unregister_broker_all(
                 self.config.namesrv_addr_list(), cluster_name=self.config.broker_cluster_name,
@@ -179,6 +209,8 @@ class BrokerController:
                 await task
         await asyncio.to_thread(self._persist_all)
         await self.schedule_message_service.shutdown()  # delay levels: persist delayOffset.json
+        if self.ha_service is not None:
+            await self.ha_service.shutdown()
         if self.message_store is not None:
             await self.message_store.shutdown()
         await self.outer_api.close()
@@ -188,13 +220,127 @@ class BrokerController:
         """Release what a failed start() acquired (listening socket, store lock, clients)."""
         await cancel_and_wait(*self._tasks)
         self._tasks = []
-        for close in (self.remoting_server.close, self.pull_request_hold_service.shutdown,
-                      self.stats.shutdown, self.send_queue.shutdown, self.outer_api.close):
+        closers = [self.remoting_server.close, self.pull_request_hold_service.shutdown,
+                   self.stats.shutdown, self.send_queue.shutdown, self.outer_api.close,
+                   self.slave_synchronize.shutdown]
+        if self.replicas_manager is not None:
+            closers.insert(0, self.replicas_manager.shutdown)
+        if self.ha_service is not None:
+            closers.append(self.ha_service.shutdown)
+        for close in closers:
             with contextlib.suppress(Exception):
                 await close()
         if self.message_store is not None:
             with contextlib.suppress(Exception):
                 await self.message_store.shutdown()
+
+    # ---- replication ----------------------------------------------------------------------
+
+    def _check_replication_config(self) -> None:
+        """Refuse combinations upstream refuses at start-up (BrokerStartup)."""
+        cfg = self.config
+        if cfg.enable_d_leger_commit_log:
+            if cfg.enable_controller_mode:
+                raise ValueError("The config enableControllerMode and enableDLegerCommitLog cannot both be true.")
+            raise ValueError("enableDLegerCommitLog=true: OrbitMQ has no DLedger CommitLog; "
+                             "use enableControllerMode=true for automatic failover")
+        if cfg.enable_controller_mode:
+            if not cfg.controller_addr_list():
+                raise ValueError("enableControllerMode=true needs controllerAddr (e.g. 127.0.0.1:9878)")
+            # The controller decides the role and id; until then the broker is a (fenced) slave.
+            self.store_config.broker_role = SLAVE
+            return
+        if self.store_config.broker_role == SLAVE:
+            if cfg.broker_id <= 0:
+                raise ValueError("Slave's brokerId must be > 0")
+        elif cfg.broker_id != 0:
+            log.info("brokerRole=%s: brokerId %d becomes 0 (MASTER_ID)", self.store_config.broker_role,
+                     cfg.broker_id)
+            cfg.broker_id = 0
+
+    def _check_broker_identity(self) -> None:
+        from orbitmq.broker.ha.broker_identity import BrokerIdentityStore
+
+        cfg = self.config
+        identity = BrokerIdentityStore(cfg.broker_identity_path(self.store_config.store_path_root_dir),
+                                       cfg.broker_cluster_name, cfg.broker_name)
+        identity.load_broker_id()
+        identity.load_temp()
+
+    async def _start_ha_service(self) -> None:
+        """AutoSwitchHAService + ReplicasManager in controller mode, else DefaultHAService."""
+        store = self.message_store
+        if self.config.enable_controller_mode:
+            from orbitmq.broker.ha.epoch_file import EpochFileCache
+            from orbitmq.broker.ha.ha_service import AutoSwitchHAService
+            from orbitmq.broker.ha.replicas_manager import ReplicasManager
+
+            self.epoch_cache = EpochFileCache(self.store_config.epoch_file_path)
+            await asyncio.to_thread(self.epoch_cache.load)
+            self.ha_service = AutoSwitchHAService(store, self.config, self.store_config, self.epoch_cache)
+        else:
+            from orbitmq.broker.ha.classic_ha import DefaultHAService
+
+            self.ha_service = DefaultHAService(store, self.config, self.store_config)
+        store.ha_service = self.ha_service
+        try:
+            await self.ha_service.start()
+        except OSError as exc:
+            if not self.config.ha_listen_port_derived or self.config.ha_listen_port <= 0:
+                raise
+            # haListenPort was not configured and listenPort + 1 is taken (another process, or an
+            # outgoing connection's local port): any free port will do, slaves learn it from the
+            # NameServer registration. A configured haListenPort that is taken fails the start.
+            log.warning("HA port %d (listenPort + 1) is not available (%s); using a free port",
+                        self.config.ha_listen_port, exc)
+            self.config.ha_listen_port = 0
+            await self.ha_service.start()
+        if self.config.ha_listen_port <= 0:  # ephemeral: register the port the OS picked
+            self.config.ha_listen_port = self.ha_service.listen_port
+        if self.config.enable_controller_mode:
+            self.replicas_manager = ReplicasManager(self, self.ha_service, self.epoch_cache)
+        elif self.store_config.broker_role == SLAVE and self.store_config.ha_master_address:
+            self._master_ha_addr = self.store_config.ha_master_address
+            self.ha_service.update_master_address(self.store_config.ha_master_address)
+
+    def set_fenced(self, fenced: bool) -> None:
+        """Controller mode before RUNNING: no puts (14), no NameServer registration."""
+        self._fenced = fenced
+        store = self.message_store
+        if store is not None:
+            if fenced:
+                store.running_flags.get_and_make_not_writeable()
+            else:
+                store.running_flags.get_and_make_writeable()
+
+    @property
+    def fenced(self) -> bool:
+        return self._fenced
+
+    def update_state_version(self, master_epoch: int) -> None:
+        """The registration's DataVersion.stateVersion is the master epoch, so the NameServer
+        keeps the newest master when two addresses claim brokerId 0 (upstream #6317)."""
+        self.topic_config_manager.data_version.next_version(master_epoch)
+
+    async def change_special_service_status(self, master: bool) -> None:
+        """Delay-level delivery and POP revive write to the store: a master's job only."""
+        if self._special_services_on == master:
+            return
+        self._special_services_on = master
+        revive = self.pop_service.revive_service
+        if master:
+            self.schedule_message_service.start_delivery()
+            revive.queues.clear()  # revive offsets may have moved on the old master: re-read them
+            await revive.start()
+        else:
+            await self.schedule_message_service.stop_delivery()
+            await revive.shutdown()
+
+    def start_slave_synchronize(self, master_addr: str | None) -> None:
+        self.slave_synchronize.start(master_addr)
+
+    def stop_slave_synchronize(self) -> None:
+        self.slave_synchronize.stop()
 
     def _persist_all(self) -> None:
         for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager):
@@ -241,7 +387,7 @@ class BrokerController:
         "brokerClusterName", "brokerName", "brokerId", "brokerIP1", "brokerIP2", "listenPort", "haListenPort",
         "storePathRootDir", "storePathCommitLog", "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue",
         "namesrvAddr", "sendMessageThreadPoolNums", "sendThreadPoolQueueCapacity", "flushDiskType",
-        "brokerRole"})
+        "brokerRole", "enableControllerMode", "storePathBrokerIdentity", "enableDLegerCommitLog"})
 
     def update_runtime_config(self, updates: dict[str, str]) -> dict[str, str]:
         """UPDATE_BROKER_CONFIG: validate every key first, then apply them all."""
@@ -516,21 +662,47 @@ class BrokerController:
             configs = [replace(tc, perm=tc.perm & perm & (PERM_READ | PERM_WRITE)) for tc in configs]
         return configs
 
-    async def register_broker_all(self) -> None:
+    async def register_broker_all(self) -> dict[str, RegisterBrokerResult | None]:
+        """Register with every NameServer (not while fenced); a slave learns its master here."""
         addrs = self.config.namesrv_addr_list()
-        if not addrs:
-            return
-        await self.outer_api.register_broker_all(
+        if not addrs or self._fenced:
+            return {}
+        results = await self.outer_api.register_broker_all(
             addrs, cluster_name=self.config.broker_cluster_name, broker_addr=self.config.broker_addr,
             broker_name=self.config.broker_name, broker_id=self.config.broker_id,
             ha_server_addr=self.config.ha_server_addr, topic_configs=self._topic_configs_for_registration(),
             data_version=self.topic_config_manager.data_version.to_json_dict())
+        if self.replicas_manager is not None:
+            self.replicas_manager.on_register_results(results)
+        elif self.store_config.broker_role == SLAVE:
+            self._on_classic_slave_registered(results)
+        return results
+
+    def _on_classic_slave_registered(self, results: dict[str, RegisterBrokerResult | None]) -> None:
+        for result in results.values():
+            if result is None or not result.master_addr:
+                continue
+            self.slave_synchronize.master_addr = result.master_addr
+            if (not self.store_config.ha_master_address and result.ha_server_addr
+                    and result.ha_server_addr != self._master_ha_addr):
+                log.info("master HA address of %s is %s", self.config.broker_name, result.ha_server_addr)
+                self._master_ha_addr = result.ha_server_addr
+                self.ha_service.update_master_address(result.ha_server_addr)
+            return
+
+    def _register_period(self) -> float:
+        # A classic slave that does not know its master yet asks every second rather than every
+        # registerNameServerPeriod (the master may simply have started later). Controller-mode
+        # slaves do the same in ReplicasManager.
+        if (self.replicas_manager is None and self.store_config.broker_role == SLAVE
+                and self._master_ha_addr is None):
+            return 1.0
+        return max(self.config.register_name_server_period, 1000) / 1000.0
 
     async def _register_loop(self) -> None:
-        period = max(self.config.register_name_server_period, 1000) / 1000.0
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_now.wait(), period)
+                await asyncio.wait_for(self._register_now.wait(), self._register_period())
             self._register_now.clear()
             try:
                 await self.register_broker_all()
@@ -556,12 +728,13 @@ class BrokerController:
         from orbitmq.broker.processors.consumer_manage import ConsumerManageProcessor
         from orbitmq.broker.processors.pull import PullMessageProcessor
         from orbitmq.broker.processors.query import QueryMessageProcessor
+        from orbitmq.broker.processors.replica import ReplicaProcessor  # 1007, 1008 (controller mode)
         from orbitmq.broker.processors.send import SendMessageProcessor
         from orbitmq.broker.processors.send_back import SendBackProcessor  # CONSUMER_SEND_MSG_BACK
 
         for processor_class in (SendMessageProcessor, PullMessageProcessor, QueryMessageProcessor,
                                 ClientManageProcessor, ConsumerManageProcessor, AdminBrokerProcessor,
-                                ConnectionsProcessor, SendBackProcessor):
+                                ConnectionsProcessor, SendBackProcessor, ReplicaProcessor):
             processor_class(self).register()
         # --- POP (services/broker/pop): POP_MESSAGE, ACK/BATCH_ACK, CHANGE_INVISIBLETIME, NOTIFICATION ---
         from orbitmq.broker.pop.service import PopService

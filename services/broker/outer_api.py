@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from orbitmq.common.route import (
@@ -23,6 +24,15 @@ from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RegisterBrokerResult:
+    """REGISTER_BROKER's answer to a slave: the master's HA address and Remoting address
+    (RegisterBrokerResponseHeader ``haServerAddr``/``masterAddr``; None for a master)."""
+
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
 
 
 def body_crc32(body: bytes) -> int:
@@ -45,7 +55,9 @@ class BrokerOuterAPI:
 
     async def register_broker_all(self, namesrv_addrs: list[str], *, cluster_name: str, broker_addr: str,
                                   broker_name: str, broker_id: int, ha_server_addr: str,
-                                  topic_configs: list[TopicConfig], data_version: dict[str, Any]) -> dict[str, bool]:
+                                  topic_configs: list[TopicConfig], data_version: dict[str, Any]
+                                  ) -> dict[str, RegisterBrokerResult | None]:
+        """Register with every NameServer; per address the result, or None when it failed."""
         wrapper = TopicConfigAndMappingSerializeWrapper(
             topic_config_table={tc.topic_name: tc for tc in topic_configs},
             data_version=DataVersion.from_json_dict(data_version))
@@ -57,18 +69,19 @@ class BrokerOuterAPI:
                   "haServerAddr": ha_server_addr, "brokerId": str(broker_id), "compressed": "false",
                   "bodyCrc32": str(crc)}
 
-        async def one(addr: str) -> bool:
+        async def one(addr: str) -> RegisterBrokerResult | None:
             request = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(fields), body)
             try:
                 response = await self.client.invoke(addr, request, self.timeout)
             except Exception as exc:
                 log.warning("register broker to name server %s failed: %s", addr, exc)
-                return False
+                return None
             if response.code != ResponseCode.SUCCESS:
                 log.warning("register broker to name server %s refused: code %s %s", addr, response.code,
                             response.remark)
-                return False
-            return True
+                return None
+            ext = response.ext_fields or {}
+            return RegisterBrokerResult(ext.get("haServerAddr") or None, ext.get("masterAddr") or None)
 
         results = await asyncio.gather(*(one(a) for a in namesrv_addrs))
         return dict(zip(namesrv_addrs, results, strict=True))

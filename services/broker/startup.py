@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.controller import BrokerController
+from orbitmq.broker.ha.broker_identity import BrokerIdentityError
 from orbitmq.broker.store.config import MessageStoreConfig
 from orbitmq.common.runtime import freeze_startup_objects
 from orbitmq.config import load_configs, parse_cli_overrides
@@ -91,7 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # boot failures: port in use, store locked, unreadable config files…
-        log.error("The broker boot failed: %s", exc, exc_info=not isinstance(exc, OSError))
+        # Expected refusals (port in use, bad config, a foreign brokerIdentity file) need no traceback.
+        expected = isinstance(exc, OSError | ValueError | BrokerIdentityError)
+        log.error("The broker boot failed: %s", exc, exc_info=not expected)
         print(f"orbitmq broker: boot failed: {exc}", file=sys.stderr)
         return 1
     return 0

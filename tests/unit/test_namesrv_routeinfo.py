@@ -151,3 +151,32 @@ def test_min_broker_id_change_notifications():
     rim.unregister_broker("C", "m:1", "b", 0)  # the minimum left
     assert calls == [({1: "s:1", 2: "s:2"}, "m:1", None)]
     assert choose_broker_addrs_to_notify(*calls[0][:2]) == ["s:1", "s:2"]
+
+
+def test_controller_failover_newer_master_epoch_wins_broker_id_0():
+    """Controller mode (§7, #6317): stateVersion = masterEpoch decides who holds brokerId 0."""
+    rim, _, _ = make()
+    register(rim, "b", 0, "m:1", wrapper(("T", 4), version=DataVersion(1, 1, 1)))
+    register(rim, "b", 2, "s:1", wrapper(("T", 4), version=DataVersion(1, 1, 1)))
+    # The slave is elected (epoch 2) while the old master still looks alive to the NameServer.
+    result = register(rim, "b", 0, "s:1", wrapper(("T", 4), version=DataVersion(2, 2, 2)))
+    assert result.master_addr is None
+    assert rim.broker_addr_table["b"].broker_addrs == {0: "s:1"}
+    # The isolated old master re-registers as brokerId 0 with its old epoch: ignored.
+    register(rim, "b", 0, "m:1", wrapper(("T", 4), version=DataVersion(1, 1, 1)))
+    assert rim.broker_addr_table["b"].broker_addrs == {0: "s:1"}
+    assert BrokerAddrInfo("C", "m:1") not in rim.broker_live_table
+    # Restarted, it rejoins as a slave with its controller id and learns the new master's HA address.
+    result = register(rim, "b", 1, "m:1", wrapper(("T", 4), version=DataVersion(2, 2, 2)))
+    assert (result.master_addr, result.ha_server_addr) == ("s:1", "s:1-ha")
+    assert rim.broker_addr_table["b"].broker_addrs == {0: "s:1", 1: "m:1"}
+    assert rim.pickup_topic_route_data("T").broker_datas[0].broker_addrs == {0: "s:1", 1: "m:1"}
+
+
+def test_slave_gets_no_ha_address_until_its_master_registered():
+    rim, _, _ = make()
+    result = register(rim, "b", 2, "s:1", wrapper(("T", 4)))
+    assert (result.master_addr, result.ha_server_addr) == (None, None)
+    register(rim, "b", 0, "m:1", wrapper(("T", 4), version=DataVersion(3, 1, 1)))
+    result = register(rim, "b", 2, "s:1", wrapper(("T", 4)))
+    assert (result.master_addr, result.ha_server_addr) == ("m:1", "m:1-ha")

@@ -75,6 +75,9 @@ class AdminBrokerProcessor:
         b.register_processor(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset)
         b.register_processor(RequestCode.UPDATE_BROKER_CONFIG, self.update_broker_config)
         b.register_processor(RequestCode.GET_BROKER_CONFIG, self.get_broker_config)
+        # What a slave's SlaveSynchronize copies besides topics (21) and groups (201).
+        b.register_processor(RequestCode.GET_ALL_CONSUMER_OFFSET, self.get_all_consumer_offset)
+        b.register_processor(RequestCode.GET_ALL_DELAY_OFFSET, self.get_all_delay_offset)
 
     # ---- topics -----------------------------------------------------------------------------
 
@@ -120,6 +123,16 @@ class AdminBrokerProcessor:
         # JSON of a whole table is tens of ms for thousands of entries, so it is written off the loop.
         body = await asyncio.to_thread(encode_json_body, self.broker.topic_config_manager.encode_json())
         return request.response_to(ResponseCode.SUCCESS, None, None, body)
+
+    async def get_all_consumer_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """GET_ALL_CONSUMER_OFFSET (43): consumerOffset.json's content (offsetTable, dataVersion)."""
+        body = await asyncio.to_thread(encode_json_body, self.broker.consumer_offset_manager.encode_json())
+        return request.response_to(ResponseCode.SUCCESS, None, None, body)
+
+    async def get_all_delay_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """GET_ALL_DELAY_OFFSET (45): delayOffset.json's content (offsetTable by delay level)."""
+        content = self.broker.schedule_message_service.offsets.encode_json()
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(content))
 
     async def get_topic_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         """GET_TOPIC_CONFIG (351): TopicConfigAndQueueMapping, i.e. the TopicConfig JSON."""

@@ -34,6 +34,7 @@ _PUT_STATUS: dict[str, tuple[int, bool, str | None]] = {
                            "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
     "DISK_FULL": (ResponseCode.SERVICE_NOT_AVAILABLE, False,
                   "service not available now, maybe disk full, please check the broker's disk usage."),
+    "IN_SYNC_REPLICAS_NOT_ENOUGH": (ResponseCode.SYSTEM_ERROR, False, "in-sync replicas not enough"),
     "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, False, "UNKNOWN_ERROR"),
 }
 

@@ -81,6 +81,12 @@ class ScheduleMessageService:
             raise RuntimeError(f"cannot load {self.offsets.path}")
         if self.broker.store_config.broker_role == SLAVE:
             return  # only a master delivers; a slave just replicates the schedule queues
+        self.start_delivery()
+
+    def start_delivery(self) -> None:
+        """Deliver from the offsets in memory (a promoted slave's were copied from its master)."""
+        if self._started or self._store is None:
+            return
         self._started = True
         self._tasks = [asyncio.create_task(self._deliver_loop(level), name=f"ScheduleMessageTimerTask-{level}")
                        for level in self.levels.levels()]
@@ -88,6 +94,15 @@ class ScheduleMessageService:
             periodic(max(self.flush_interval_ms, 100) / 1000.0, self.offsets.persist_async,
                      what="persist delayOffset.json"),
             name="ScheduleMessageService-persist"))
+
+    async def stop_delivery(self) -> None:
+        """A master turned slave stops delivering (its store refuses puts) and saves progress."""
+        if not self._started:
+            return
+        self._started = False
+        await cancel_and_wait(*self._tasks)
+        self._tasks = []
+        await self.offsets.persist_async()
 
     async def shutdown(self) -> None:
         self._started = False

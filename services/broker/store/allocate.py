@@ -75,6 +75,19 @@ class AllocateMappedFileService:
                 log.warning("pre-allocation of %s failed (%s); creating it inline", path, exc)
         return MappedFile(path, size, warm=warm and self.warm, warm_flush_least_pages=self.warm_flush_least_pages)
 
+    def discard_prepared(self) -> None:
+        """Delete the segments prepared so far (the log was cut or moved: they would no longer
+        follow its last segment, and a crash would leave them behind as a gap)."""
+        with self._lock:
+            pending = list(self._pending.values())
+            self._pending.clear()
+        for fut, _size in pending:
+            try:
+                mf = fut.result(10)
+            except Exception:
+                continue
+            mf.destroy(0)
+
     def shutdown(self) -> None:
         """Stop preparing; delete files that were prepared and never used."""
         with self._lock:

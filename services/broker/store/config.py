@@ -84,6 +84,28 @@ class MessageStoreConfig(ConfigBase):
     # -- delay levels (used by orbitmq.broker.schedule; upstream MessageStoreConfig keys) --
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval: int = 10_000
+    # -- replication (services/broker/ha; reference §2.1, §3.6, §5, §6) --
+    # Classic slave: the master's HA address (ip:port); empty = the one the NameServer returns.
+    ha_master_address: str = ""
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    # OrbitMQ key: the wait before a slave dials its master again (upstream hard-codes 5 s).
+    ha_connect_retry_interval: int = 5000
+    # SYNC_MASTER: how long a send waits for its replicas before FLUSH_SLAVE_TIMEOUT.
+    slave_timeout: int = 3000
+    in_sync_replicas: int = 1
+    min_in_sync_replicas: int = 1
+    all_ack_in_sync_state_set: bool = False
+    ha_max_time_slave_not_catchup: int = 15_000
+    # Empty means <storePathRootDir>/epochFileCheckpoint.
+    store_path_epoch_file: str = ""
+    # Dispatch (and so readers) may pass the confirm offset.
+    read_un_committed: bool = False
+    # An empty slave starts from the master's last CommitLog file instead of its first.
+    sync_from_last_file: bool = False
+    # A slave that never joins the SyncStateSet.
+    async_learner: bool = False
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in FLUSH_DISK_TYPES:
@@ -113,6 +135,10 @@ class MessageStoreConfig(ConfigBase):
     @property
     def checkpoint_path(self) -> str:
         return os.path.join(self.store_path_root_dir, "checkpoint")
+
+    @property
+    def epoch_file_path(self) -> str:
+        return self.store_path_epoch_file or os.path.join(self.store_path_root_dir, "epochFileCheckpoint")
 
     @property
     def abort_path(self) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from orbitmq.broker.store.commit_log import CommitLog
 from orbitmq.broker.store.dispatch import DispatchRequest
+from orbitmq.common.message_codec import MESSAGE_MAGIC_CODE, SIZE_MAGIC
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,37 @@ class ReputMessageService:
         self._stopped = False
         self._handoff: deque[DispatchRequest] = deque()
         commit_log.handoff = self._handoff
+        # Replication gating (reference §3.7): when set, records are dispatched only if they end
+        # at or before this offset (the store's confirm offset); None: up to the CommitLog max.
+        self.end_offset_fn: Callable[[], int] | None = None
+
+    def end_offset(self) -> int:
+        """Where dispatch may go up to now: the CommitLog max, or the confirm offset if lower."""
+        max_offset = self.commit_log.get_max_offset()
+        fn = self.end_offset_fn
+        return max_offset if fn is None else min(max_offset, fn())
+
+    def caught_up(self) -> bool:
+        """Nothing more can be dispatched now: the next record (if any) ends past end_offset()
+        (a confirm offset inside a record: acks count bytes, not records)."""
+        end = self.end_offset()
+        offset = self.reput_from_offset
+        if offset >= end:
+            return True
+        mf = self.commit_log.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return True
+        pos = offset - mf.file_from_offset
+        if pos + 8 > mf.wrote_position:
+            return not mf.is_full()
+        total, magic = SIZE_MAGIC.unpack_from(mf.mm, pos)
+        if magic != MESSAGE_MAGIC_CODE:
+            return False  # a blank end (rolled over) or something reput reports and skips
+        return offset + total > end
 
     def behind(self) -> int:
-        return self.commit_log.get_max_offset() - self.reput_from_offset
+        """Bytes left to dispatch up to end_offset() (DefaultMessageStore.dispatchBehindBytes)."""
+        return max(0, self.end_offset() - self.reput_from_offset)
 
     def _take_handed_off(self, offset: int) -> DispatchRequest | None:
         """The handed-off record at exactly ``offset``, dropping stale ones behind it; None when
@@ -80,10 +109,25 @@ class ReputMessageService:
         if 0 <= self.reput_from_offset < min_offset:
             log.warning("reput offset %d below the CommitLog min %d; skipping ahead", self.reput_from_offset, min_offset)
             self.reput_from_offset = min_offset
-        while self.reput_from_offset < cl.get_max_offset():
-            if done >= max_records:
+        end_fn = self.end_offset_fn
+        while True:
+            end = cl.get_max_offset()
+            gated = False
+            if end_fn is not None:
+                confirm = end_fn()
+                if confirm < end:
+                    end = confirm
+                    gated = True
+            if self.reput_from_offset >= end or done >= max_records:
                 break
             offset = self.reput_from_offset
+            if gated:
+                # Behind the confirm offset: records one by one, each only if it ends in time.
+                n = self._reput_gated(end, max_records - done, notify)
+                done += n
+                if n == 0:
+                    break
+                continue
             if handoff:
                 # Records handed off by the appends, in log order: no decoding. An entry behind
                 # reput_from_offset is stale (e.g. reput skipped ahead); one past it means a gap
@@ -156,6 +200,41 @@ class ReputMessageService:
                               "rest of segment %s", self.reput_from_offset, mf.file_name)
                     self.reput_from_offset += limit - pos
                     break
+        return done
+
+    def _reput_gated(self, end: int, max_records: int, notify: bool) -> int:
+        """Dispatch records ending at or before ``end`` (< the CommitLog max); how many."""
+        cl = self.commit_log
+        mfq = cl.mapped_file_queue
+        done = 0
+        while done < max_records and self.reput_from_offset < end:
+            offset = self.reput_from_offset
+            req = self._take_handed_off(offset)
+            handed_off = req is not None
+            if req is None:
+                mf = mfq.find_mapped_file_by_offset(offset)
+                if mf is None:
+                    break
+                pos = offset - mf.file_from_offset
+                if pos >= mf.wrote_position:
+                    if mf.is_full():
+                        self.reput_from_offset = cl.roll_next_file(offset)
+                        continue
+                    break
+                req = cl.check_message_and_return_size(mf.mm, pos, mf.wrote_position, False)
+                if req.success and req.msg_size == 0:
+                    self.reput_from_offset = cl.roll_next_file(offset)
+                    continue
+                if not req.success:
+                    log.error("[BUG] undecodable record at CommitLog offset %d below the confirm offset", offset)
+                    break
+            if offset + req.msg_size > end:
+                if handed_off:
+                    self._handoff.appendleft(req)  # dispatched once the confirm offset passes it
+                break
+            self._dispatch(req, notify)
+            self.reput_from_offset = offset + req.msg_size
+            done += 1
         return done
 
     def _dispatch(self, req: DispatchRequest, notify: bool) -> None:

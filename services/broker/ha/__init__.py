@@ -1,0 +1,1 @@
+"""Replication and controller mode of the broker (see docs/controller-ha.md)."""
