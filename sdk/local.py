@@ -46,6 +46,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pin-cpus", action="store_true",
                    help="pin the NameServer+proxy process to the first allowed CPU and the broker child to the "
                         "second (Linux; ignored with --one-process or fewer than two CPUs)")
+    p.add_argument("--ha", action="store_true",
+                   help="the controller-mode quick start instead: three controllers, a broker set of three "
+                        "replicas (each its own process), a NameServer and a proxy")
+    p.add_argument("--controller-ports", default=None, metavar="P0,P1,P2",
+                   help="--ha: the controllers' Remoting ports (9878,9868,9858)")
+    p.add_argument("--raft-ports", default=None, metavar="P0,P1,P2",
+                   help="--ha: the controllers' Raft peer ports, controllerDLegerPeers (9877,9867,9857)")
+    p.add_argument("--broker-ports", default=None, metavar="P0,P1,P2",
+                   help="--ha: the replicas' ports (10911,10921,10931); each one's HA port is the next")
     # Internal: the broker child of `orbitmq local` (run with the parent's arguments).
     p.add_argument("--broker-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--broker-cpu", type=int, default=None, help=argparse.SUPPRESS)
@@ -360,6 +369,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"orbitmq local: {exc}", file=sys.stderr)
         return 1
+    if args.ha:
+        from orbitmq.local_ha import run_ha
+
+        try:
+            return asyncio.run(run_ha(args))
+        except (OSError, RuntimeError, ValueError) as exc:
+            print(f"orbitmq local --ha: {exc}", file=sys.stderr)
+            return 1
     try:
         return asyncio.run(run_broker_child(args) if args.broker_child else run(args))
     except (OSError, RuntimeError) as exc:

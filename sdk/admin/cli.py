@@ -454,7 +454,8 @@ async def cluster_list(admin: MQAdminExt, args: argparse.Namespace) -> Result:
                              "outTotalToday": _total_diff(runtime, "msgGetTotalTodayNow", "msgGetTotalTodayMorning"),
                              "pageCacheLockTimeMills": runtime.get("pageCacheLockTimeMills", "-"),
                              "hour": hours, "space": _ratio(runtime, "commitLogDiskRatio"),
-                             "reachable": bool(runtime)})
+                             "reachable": bool(runtime), "role": ha_commands.role_of(broker_id),
+                             "epoch": await ha_commands.replica_epoch(admin, addr) if runtime else None})
     if args.cluster and not rows:
         raise AdminError(f"cluster {args.cluster} does not exist")
     if args.more_stats:
@@ -464,10 +465,10 @@ async def cluster_list(admin: MQAdminExt, args: argparse.Namespace) -> Result:
                               _dash(r["inTotalToday"]), _dash(r["outTotalToday"])] for r in rows])
         return Result(rows, text)
     text = render_table(["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS", "#OutTPS",
-                         "#PCWait(ms)", "#Hour", "#SPACE"],
+                         "#PCWait(ms)", "#Hour", "#SPACE", "#Role", "#Epoch"],
                         [[r["clusterName"], r["brokerName"], r["brokerId"], r["brokerAddr"], r["version"],
                           _dash(r["inTps"], "{:.2f}"), _dash(r["outTps"], "{:.2f}"), r["pageCacheLockTimeMills"],
-                          r["hour"], r["space"]]
+                          r["hour"], r["space"], r["role"], _dash(r["epoch"])]
                          for r in rows])
     return Result(rows, text)
 
@@ -490,6 +491,9 @@ async def broker_status(admin: MQAdminExt, args: argparse.Namespace) -> Result:
                      for addr, table in tables.items())
     return Result(tables, text)
 
+
+# mqadmin's controller commands (getControllerMetaData, electMaster, ...) register themselves on import.
+from orbitmq.admin import controller_commands  # noqa: E402,F401
 
 # ---- entry point ----------------------------------------------------------------------------------
 
@@ -514,6 +518,8 @@ def _reason(exc: BaseException) -> str:
 
 
 async def _run(handler: Handler, args: argparse.Namespace) -> Result:
+    if getattr(handler, "without_namesrv", False):  # controller commands talk to -a only
+        return await handler(None, args)  # type: ignore[arg-type]
     addrs = resolve_namesrv_addr(args.namesrv)
     async with MQAdminExt(addrs, timeout=args.timeout) as admin:
         return await handler(admin, args)
@@ -543,6 +549,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
     return 0
 
+
+# The broker-side HA commands (getBrokerEpoch, haStatus) register themselves on import too;
+# clusterList uses their role/epoch helpers.
+from orbitmq.admin import ha_commands  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,6 +19,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "consumer": ("orbitmq.bench.consumer", "consume TPS and end-to-end latency through ReceiveMessage/AckMessage"),
     "baseline": ("orbitmq.bench.baseline", "the same send load against a bare grpc.aio echo server"),
     "all": ("orbitmq.bench.scenario", "a short orbitmq-local scenario printed against the proxy goals"),
+    "failover": ("orbitmq.bench.failover", "client-visible unavailability after kill -9 of the master (local --ha)"),
+    "replicas": ("orbitmq.bench.replicas", "send TPS with 3 replicas (allAckInSyncStateSet) vs a single broker"),
 }
 
 

@@ -60,6 +60,14 @@ class TopicRouteCache:
     def invalidate(self, topic: str) -> None:
         self._routes.pop(topic, None)
 
+    def invalidate_broker(self, broker_name: str) -> list[str]:
+        """Drop every cached route naming ``broker_name`` (its master failed); returns those topics."""
+        topics = [topic for topic, route in self._routes.items()
+                  if any(bd.broker_name == broker_name for bd in route.broker_datas)]
+        for topic in topics:
+            self._routes.pop(topic, None)
+        return topics
+
     async def get(self, topic: str) -> TopicRouteData:
         """The cached route, fetched on a miss; MQClientError(TOPIC_NOT_EXIST) for unknown topics."""
         self._last_used[topic] = time.monotonic()

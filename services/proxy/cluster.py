@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from orbitmq.client import MQClientAPI, MQClientError, TopicRouteCache
+from orbitmq.client import MQBrokerError, MQClientAPI, MQClientError, TopicRouteCache
 from orbitmq.common.constants import MASTER_ID, is_readable, is_writeable
 from orbitmq.common.java_hash import java_string_hash
 from orbitmq.common.route import BrokerData, TopicRouteData
@@ -22,9 +23,16 @@ from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.errors import ProxyError
 from orbitmq.remoting.codes import ResponseCode
+from orbitmq.remoting.errors import RemotingError
 
+log = logging.getLogger("orbitmq.proxy.failover")
 Code = pb.Code
 _WRITE_QUEUE_CACHE_SIZE = 4096
+# Re-resolving a broker set whose master failed: first retry soon, then back off to 1 s.
+FAILOVER_BACKOFF_INITIAL_S = 0.05
+FAILOVER_BACKOFF_MAX_S = 1.0
+# Kept free of the caller's gRPC deadline so the answer (even a failure) still reaches it.
+_DEADLINE_RESERVE_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,21 @@ class AddressableQueue:
     broker_name: str
     queue_id: int
     broker_addr: str
+
+
+@dataclass
+class FailoverStats:
+    """What the proxy did about failed masters, for tests, benchmarks and operators."""
+
+    # Connection failures to a master that dropped the cached routes of its broker set.
+    broker_failures: int = 0
+    # Sends re-sent after a failure (to the set's new master or to another set).
+    send_retries: int = 0
+    # Messages re-sent after an unknown outcome (reset/timeout): they may be stored twice.
+    possible_duplicates: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
 
 
 class _TtlCache:
@@ -74,7 +97,8 @@ class ClusterService:
         self.api = api
         self.routes = routes
         self._round_robin = itertools.count()
-        self._write_queues: dict[str, tuple[TopicRouteData, list[AddressableQueue]]] = {}
+        self._write_queues: dict[str, tuple[TopicRouteData, list[AddressableQueue], list[AddressableQueue]]] = {}
+        self.failover = FailoverStats()
         self._topic_configs = _TtlCache(config.metadata_cache_expired_millis)
         self._group_configs = _TtlCache(config.metadata_cache_expired_millis)
 
@@ -129,30 +153,51 @@ class ClusterService:
         raise ProxyError(Code.INVALID_RECEIPT_HANDLE if topic else Code.NOT_FOUND,
                          f"broker {broker_name} is not found or has no master")
 
-    async def write_queues(self, topic: str) -> list[AddressableQueue]:
-        route = await self.route(topic)
-        # Every send asks; the answer only changes when the route cache holds a new route object.
+    def _queue_table(self, topic: str, route: TopicRouteData) -> tuple[list[AddressableQueue], list[AddressableQueue]]:
+        """(every writable queue, those whose broker set has a master) of a route, cached per route object.
+
+        A queue of a broker set without a master keeps its place (broker_addr ""), so a message
+        group hashes to the same queue while its set fails over instead of moving elsewhere.
+        """
         cached = self._write_queues.get(topic)
         if cached is not None and cached[0] is route:
-            return cached[1]
-        queues: list[AddressableQueue] = []
+            return cached[1], cached[2]
+        every: list[AddressableQueue] = []
+        live: list[AddressableQueue] = []
         for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-            addr = self.master_addr(route, qd.broker_name)
-            if not addr or not is_writeable(qd.perm):
+            if not is_writeable(qd.perm):
                 continue
-            queues.extend(AddressableQueue(topic, qd.broker_name, i, addr) for i in range(qd.write_queue_nums))
-        if not queues:
+            addr = self.master_addr(route, qd.broker_name) or ""
+            queues = [AddressableQueue(topic, qd.broker_name, i, addr) for i in range(qd.write_queue_nums)]
+            every.extend(queues)
+            if addr:
+                live.extend(queues)
+        if not every:
             raise ProxyError(Code.FORBIDDEN, f"no writable queue of topic {topic}")
         if len(self._write_queues) >= _WRITE_QUEUE_CACHE_SIZE:
             self._write_queues.clear()
-        self._write_queues[topic] = (route, queues)
-        return queues
+        self._write_queues[topic] = (route, every, live)
+        return every, live
+
+    async def write_queues(self, topic: str) -> list[AddressableQueue]:
+        """The writable queues of broker sets that have a master (FORBIDDEN when none is writable)."""
+        every, live = self._queue_table(topic, await self.route(topic))
+        if not live:
+            raise ProxyError(Code.FORBIDDEN, f"no writable queue of topic {topic} has a master")
+        return live
+
+    def _pick(self, every: list[AddressableQueue], live: list[AddressableQueue],
+              message_group: str | None) -> AddressableQueue:
+        if message_group:
+            return every[consistent_hash(java_string_hash(message_group), len(every))]
+        pool = live or every  # no master anywhere: the send waits for one (broker_addr "")
+        return pool[next(self._round_robin) % len(pool)]
 
     async def select_write_queue(self, topic: str, message_group: str | None) -> AddressableQueue:
-        queues = await self.write_queues(topic)
-        if message_group:
-            return queues[consistent_hash(java_string_hash(message_group), len(queues))]
-        return queues[next(self._round_robin) % len(queues)]
+        """A message group's queue by consistent hash over every writable queue, else round robin over
+        queues with a master. broker_addr is "" while the chosen queue's set has no master."""
+        every, live = self._queue_table(topic, await self.route(topic))
+        return self._pick(every, live, message_group)
 
     def cached_write_queue(self, topic: str, message_group: str | None) -> AddressableQueue | None:
         """select_write_queue without awaiting when route and queue list are cached, else None.
@@ -165,10 +210,7 @@ class ClusterService:
         cached = self._write_queues.get(topic)
         if cached is None or cached[0] is not route:
             return None
-        queues = cached[1]
-        if message_group:
-            return queues[consistent_hash(java_string_hash(message_group), len(queues))]
-        return queues[next(self._round_robin) % len(queues)]
+        return self._pick(cached[1], cached[2], message_group)
 
     async def read_brokers(self, topic: str) -> list[tuple[str, str]]:
         """(brokerName, master address) of every broker with readable queues of the topic."""
@@ -190,11 +232,139 @@ class ClusterService:
                     return name, addr
         return brokers[next(self._round_robin) % len(brokers)]
 
+    # ---- failover ----------------------------------------------------------------------------
+
+    def failover_deadline(self, time_remaining: float | None) -> float:
+        """Monotonic time until which a request may wait for a broker set's new master:
+        brokerFailoverWaitMillis, cut short by the caller's own gRPC deadline."""
+        budget = self.config.broker_failover_wait_millis / 1000.0
+        if time_remaining is not None:
+            budget = min(budget, time_remaining - _DEADLINE_RESERVE_S)
+        return time.monotonic() + max(budget, 0.0)
+
+    def broker_unreachable(self, broker_name: str, addr: str, cause: BaseException) -> None:
+        """A master did not answer (refused, reset, timed out): forget every route naming its set, so
+        the next lookup asks a NameServer instead of waiting for the periodic refresh."""
+        topics = self.routes.invalidate_broker(broker_name)
+        for topic in topics:
+            self._write_queues.pop(topic, None)
+        if not addr:  # the route had no master: nothing failed, it is still failing over
+            log.debug("broker %s has no master yet; dropped %d cached route(s)", broker_name, len(topics))
+            return
+        self.failover.broker_failures += 1
+        log.warning("broker %s (%s) failed: %s; dropped %d cached route(s), re-resolving", broker_name, addr,
+                    cause, len(topics))
+
+    async def _refetch(self, topic: str) -> TopicRouteData:
+        try:
+            return await self.routes.fetch(topic)
+        except MQClientError as exc:
+            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic} not found") from None
+            raise
+
+    async def failover_write_queue(self, topic: str, message_group: str | None, failed: AddressableQueue,
+                                   deadline: float, exclude_failed: bool = True) -> AddressableQueue:
+        """Where to send again after ``failed`` (its master gone): a message group waits for its own
+        queue's new master; other messages take a queue of another set with a master at once, or
+        wait for any master. Re-resolves from the NameServers with a short backoff until ``deadline``.
+        ``exclude_failed=False`` accepts the failed address again (it refused, so it is alive).
+        """
+        delay = FAILOVER_BACKOFF_INITIAL_S
+        last: BaseException | None = None
+        while True:
+            route: TopicRouteData | None
+            try:
+                route = await self._refetch(topic)
+            except (ProxyError, MQClientError, MQBrokerError, RemotingError, OSError) as exc:
+                # TOPIC_NOT_FOUND too: a set whose last member died leaves no route until it is back.
+                route, last = None, exc
+            if route is not None:
+                every, live = self._queue_table(topic, route)
+                if message_group:
+                    queue = self._pick(every, live, message_group)
+                    if queue.broker_addr and (not exclude_failed or queue.broker_addr != failed.broker_addr):
+                        return queue
+                else:
+                    others = [q for q in live if q.broker_name != failed.broker_name]
+                    if others:
+                        return others[next(self._round_robin) % len(others)]
+                    same = [q for q in live if not exclude_failed or q.broker_addr != failed.broker_addr]
+                    if same:
+                        return same[next(self._round_robin) % len(same)]
+                last = None
+            if time.monotonic() + delay > deadline:
+                # The route may still name the failed address (the NameServer has not noticed): one
+                # more try there costs a refused connect; beyond the window the client retries.
+                if route is not None:
+                    every, live = self._queue_table(topic, route)
+                    queue = self._pick(every, live, message_group)
+                    if queue.broker_addr:
+                        return queue
+                detail = f": {last}" if last is not None else ""
+                raise ProxyError(Code.INTERNAL_SERVER_ERROR,
+                                 f"broker {failed.broker_name} of topic {topic} has no master{detail}")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, FAILOVER_BACKOFF_MAX_S)
+
+    async def failover_master(self, broker_name: str, topic: str | None, failed_addr: str,
+                              deadline: float) -> str:
+        """The master address of ``broker_name`` after ``failed_addr`` failed, re-resolved with a short
+        backoff until ``deadline`` (receipt handles name the set, so acks follow its new master)."""
+        delay = FAILOVER_BACKOFF_INITIAL_S
+        addr = ""
+        while True:
+            if topic:
+                try:
+                    addr = self.master_addr(await self._refetch(topic), broker_name) or ""
+                except (ProxyError, MQClientError, MQBrokerError, RemotingError, OSError):
+                    addr = ""
+            if not addr:
+                try:
+                    info = await self.routes.cluster_info()
+                    bd = info.broker_addr_table.get(broker_name)
+                    addr = (bd.master_addr if bd is not None else None) or ""
+                except (MQClientError, MQBrokerError, RemotingError, OSError):
+                    addr = ""
+            if addr and addr != failed_addr:
+                return addr
+            if time.monotonic() + delay > deadline:
+                if addr:
+                    return addr  # still the old address: the caller's try tells whether it is back
+                raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"broker {broker_name} has no master")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, FAILOVER_BACKOFF_MAX_S)
+
     async def all_masters(self) -> list[BrokerData]:
         info = await self.routes.cluster_info()
         names = info.cluster_addr_table.get(self.config.rocket_mq_cluster_name) or set(info.broker_addr_table)
         return [info.broker_addr_table[n] for n in sorted(names)
                 if n in info.broker_addr_table and info.broker_addr_table[n].master_addr]
+
+    async def wait_master_addr(self, broker_name: str, topic: str | None, time_remaining: float | None,
+                               refused: ProxyError) -> str:
+        """After broker_addr refused (``refused``): a known broker set with no master right now (failing
+        over) is waited for (failover_master); an unknown set gets ``refused`` at once."""
+        info = await self.routes.cluster_info()
+        if broker_name not in info.broker_addr_table:
+            raise refused
+        return await self.failover_master(broker_name, topic, "", self.failover_deadline(time_remaining))
+
+    async def wait_read_broker(self, topic: str, broker_name: str | None, deadline: float) -> tuple[str, str]:
+        """select_read_broker for a topic whose readable sets have no master right now: re-resolve with
+        a short backoff until one has (FORBIDDEN at once when no queue is readable at all)."""
+        delay = FAILOVER_BACKOFF_INITIAL_S
+        while True:
+            route = await self._refetch(topic)
+            readable = [qd for qd in route.queue_datas if is_readable(qd.perm) and qd.read_queue_nums > 0]
+            if not readable:
+                raise ProxyError(Code.FORBIDDEN, f"no readable queue of topic {topic}")
+            if any(self.master_addr(route, qd.broker_name) for qd in readable):
+                return await self.select_read_broker(topic, broker_name)
+            if time.monotonic() + delay > deadline:
+                raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"no broker of topic {topic} has a master")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, FAILOVER_BACKOFF_MAX_S)
 
     # ---- metadata ----------------------------------------------------------------------------
 

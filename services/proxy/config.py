@@ -50,6 +50,13 @@ class ProxyConfig(ConfigBase):
     # Remoting calls to brokers and NameServers.
     remoting_timeout_millis: int = 3_000
     topic_route_service_cache_refresh_seconds: int = 20
+    # Failover (not upstream keys: RocketMQ's proxy leaves this to the client's retries). After a
+    # connection failure to a master, a request re-resolves the broker set's route from the
+    # NameServers for up to this long (bounded by the client's deadline) and is sent again.
+    broker_failover_wait_millis: int = 10_000
+    # Resends of one SendMessage after an unknown outcome (reset, timeout) or a refusal; refused
+    # connects (nothing sent) only use up the wait above. DefaultMQProducer's key and default.
+    retry_times_when_send_failed: int = 2
     # Topic and group configs fetched from brokers are reused this long.
     metadata_cache_expired_millis: int = 3_000
     # How often gRPC clients are re-announced to brokers (HEART_BEAT on their behalf).

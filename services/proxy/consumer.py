@@ -8,9 +8,11 @@ group's DLQ instead of being delivered again (PopMessageResultFilterImpl).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 from google.protobuf.duration_pb2 import Duration
 
@@ -22,16 +24,19 @@ from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proxy import converter, errors, validation
 from orbitmq.proxy.client_manager import ClientManager, subscription_data
-from orbitmq.proxy.cluster import ClusterService
+from orbitmq.proxy.cluster import FAILOVER_BACKOFF_INITIAL_S, ClusterService
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.context import ProxyContext
 from orbitmq.proxy.errors import ProxyError
+from orbitmq.proxy.producer import UNKNOWN_OUTCOME, failure_kind
 from orbitmq.proxy.receipt_handle import InvalidReceiptHandle, ReceiptHandle, with_commit_log_offset
 from orbitmq.proxy.renewal import ReceiptHandleRenewer
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import ResponseCode
+from orbitmq.remoting.errors import RemotingError
 
 log = logging.getLogger("orbitmq.proxy.consumer")
+T = TypeVar("T")
 Code = pb.Code
 ReceiveMessageResponse = spb.ReceiveMessageResponse
 
@@ -254,14 +259,43 @@ class ConsumerActivity:
         if batch_size <= 0:
             raise ProxyError(Code.BAD_REQUEST, "batch size must be positive")
         fifo, max_attempts = await self.clients.consumer_policy_of(settings, group)
-        broker_name, addr = await self.cluster.select_read_broker(topic, queue.broker.name)
+        cluster = self.cluster
+        try:
+            broker_name, addr = await cluster.select_read_broker(topic, queue.broker.name)
+        except ProxyError as exc:
+            if exc.code != Code.FORBIDDEN:
+                raise
+            # Maybe only failing over (no master right now): wait for one within the window.
+            broker_name, addr = await cluster.wait_read_broker(topic, queue.broker.name,
+                                                               cluster.failover_deadline(ctx.time_remaining))
         header = h.PopMessageRequestHeader(
             consumer_group=group, topic=topic, queue_id=-1,
             max_msg_nums=min(batch_size, MAX_MSG_NUMS_FOR_POP_REQUEST), invisible_time=invisible,
             poll_time=polling, born_time=_now_ms(), init_mode=INIT_MODE_MAX, exp_type=sub.expression_type,
             exp=sub.sub_string, order=fifo, attempt_id=request.attempt_id if request.HasField("attempt_id") else None)
         timeout = (polling + self.config.remoting_timeout_millis) / 1000.0
-        result = await self.cluster.api.pop_message(addr, broker_name, header, timeout)
+        started = time.monotonic()
+        deadline: float | None = None
+        while True:
+            try:
+                result = await cluster.api.pop_message(addr, broker_name, header, timeout)
+                break
+            except (MQBrokerError, RemotingError) as exc:
+                # The master died (or refused, fenced) under the pop: pop again from the set's new
+                # master within the client's deadline. Whatever the dead one had popped comes back
+                # after its invisible time (at worst a message is delivered once more).
+                if failure_kind(exc) is None:
+                    raise
+                cluster.broker_unreachable(broker_name, addr, exc)
+                if deadline is None:
+                    deadline = cluster.failover_deadline(ctx.time_remaining)
+                if time.monotonic() >= deadline:
+                    raise
+                failed = addr if not isinstance(exc, MQBrokerError) else ""
+                addr = await cluster.failover_master(broker_name, topic, failed, deadline)
+                # Only what is left of the long-polling time, so the answer still meets the deadline.
+                left_ms = int(polling - (time.monotonic() - started) * 1000)
+                header = dataclasses.replace(header, poll_time=max(left_ms, 0), born_time=_now_ms())
         if result.status == PopStatus.POLLING_FULL:
             return None
         if result.status != PopStatus.FOUND:
@@ -303,11 +337,43 @@ class ConsumerActivity:
     async def _ack(self, raw_handle: str, group: str, topic: str, check_expired: bool = False) -> None:
         await self._ack_handle(decode_handle(raw_handle, check_expired), group, topic)
 
+    async def _on_master(self, broker_name: str, topic: str, call: Callable[[str], Awaitable[T]],
+                         retry_unknown: bool, time_remaining: float | None = None) -> T:
+        """``call(master address)`` of a broker set, across a failover: receipt handles name the set,
+        so a failed master's routes are dropped and the set's new master is resolved afresh (waiting
+        up to brokerFailoverWaitMillis). An unknown outcome is retried only if ``retry_unknown``
+        (ack and change-invisible may be repeated: at worst a message is delivered once more)."""
+        cluster = self.cluster
+        try:
+            addr = await cluster.broker_addr(broker_name, topic)
+        except ProxyError as exc:
+            addr = await cluster.wait_master_addr(broker_name, topic, time_remaining, exc)
+        deadline: float | None = None
+        while True:
+            try:
+                return await call(addr)
+            except (MQBrokerError, RemotingError) as exc:
+                kind = failure_kind(exc)
+                if kind is None:
+                    raise
+                cluster.broker_unreachable(broker_name, addr, exc)
+                if kind is UNKNOWN_OUTCOME and not retry_unknown:
+                    raise
+                if deadline is None:
+                    deadline = cluster.failover_deadline(time_remaining)
+                if time.monotonic() >= deadline:
+                    raise
+                failed = addr if not isinstance(exc, MQBrokerError) else ""
+                if not failed:
+                    await asyncio.sleep(FAILOVER_BACKOFF_INITIAL_S)
+                addr = await cluster.failover_master(broker_name, topic, failed, deadline)
+
     async def _ack_handle(self, handle: ReceiptHandle, group: str, topic: str) -> None:
-        addr = await self.cluster.broker_addr(handle.broker_name, topic)
-        result = await self.cluster.api.ack_message(addr, h.AckMessageRequestHeader(
+        header = h.AckMessageRequestHeader(
             consumer_group=group, topic=handle.real_topic(topic, group), queue_id=handle.queue_id,
-            extra_info=handle.raw, offset=handle.offset, broker_name=handle.broker_name))
+            extra_info=handle.raw, offset=handle.offset, broker_name=handle.broker_name)
+        api = self.cluster.api
+        result = await self._on_master(handle.broker_name, topic, lambda addr: api.ack_message(addr, header), True)
         if result.status.value != "OK":
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal")
 
@@ -384,11 +450,13 @@ class ConsumerActivity:
         return response
 
     async def _change_invisible(self, handle: ReceiptHandle, group: str, topic: str, invisible_ms: int) -> str:
-        addr = await self.cluster.broker_addr(handle.broker_name, topic)
-        result = await self.cluster.api.change_invisible_time(addr, handle.broker_name, h.ChangeInvisibleTimeRequestHeader(
+        header = h.ChangeInvisibleTimeRequestHeader(
             consumer_group=group, topic=handle.real_topic(topic, group), queue_id=handle.queue_id,
             extra_info=handle.raw, offset=handle.offset, invisible_time=invisible_ms,
-            broker_name=handle.broker_name))
+            broker_name=handle.broker_name)
+        api = self.cluster.api
+        result = await self._on_master(handle.broker_name, topic,
+                                       lambda addr: api.change_invisible_time(addr, handle.broker_name, header), True)
         return with_commit_log_offset(result.extra_info, handle.commit_log_offset) or ""
 
     async def change_invisible_duration(self, ctx: ProxyContext, request: spb.ChangeInvisibleDurationRequest
@@ -407,9 +475,9 @@ class ConsumerActivity:
         handle = decode_handle(raw_handle, False)
         if handle.commit_log_offset < 0:
             raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle carries no commit log offset")
-        addr = await self.cluster.broker_addr(handle.broker_name, topic)
-        await self.cluster.api.consumer_send_msg_back(addr, group, handle.commit_log_offset, -1, message_id,
-                                                      handle.real_topic(topic, group), 0)
+        api = self.cluster.api
+        await self._on_master(handle.broker_name, topic, lambda addr: api.consumer_send_msg_back(
+            addr, group, handle.commit_log_offset, -1, message_id, handle.real_topic(topic, group), 0), False)
         await self._ack(raw_handle, group, topic)
 
     async def forward_to_dlq(self, ctx: ProxyContext, request: spb.ForwardMessageToDeadLetterQueueRequest

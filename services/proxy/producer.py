@@ -3,22 +3,55 @@ SEND_BATCH_MESSAGE on the broker that owns the selected queue."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+
 from orbitmq.client import MQBrokerError
-from orbitmq.client.results import SendStatus
+from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.common.constants import is_retry_topic
 from orbitmq.common.message import Message
 from orbitmq.common.topic_config import TopicMessageType
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proxy import converter, errors, validation
-from orbitmq.proxy.cluster import ClusterService
+from orbitmq.proxy.cluster import (
+    FAILOVER_BACKOFF_INITIAL_S,
+    FAILOVER_BACKOFF_MAX_S,
+    AddressableQueue,
+    ClusterService,
+)
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.context import ProxyContext
 from orbitmq.proxy.errors import ProxyError
 from orbitmq.remoting.codes import ResponseCode
-from orbitmq.remoting.errors import RemotingError
+from orbitmq.remoting.errors import (
+    RemotingConnectError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+)
 
+log = logging.getLogger("orbitmq.proxy.failover")
 Code = pb.Code
+# How a failed send to a master ended, for failover (failure_kind).
+NOT_SENT = "not-sent"  # no connection, or the broker refused it unstored (fenced, a slave)
+UNKNOWN_OUTCOME = "unknown"  # the connection broke or timed out after the request left: maybe stored
+
+
+def failure_kind(exc: BaseException) -> str | None:
+    """NOT_SENT / UNKNOWN_OUTCOME for failures a new master (or another set) may fix; None otherwise.
+
+    SERVICE_NOT_AVAILABLE is what a fenced master (not yet RUNNING) or a demoted one answers.
+    """
+    if isinstance(exc, RemotingConnectError):
+        return NOT_SENT
+    if isinstance(exc, (RemotingSendRequestError, RemotingTimeoutError)):
+        return UNKNOWN_OUTCOME
+    if isinstance(exc, MQBrokerError) and exc.code == ResponseCode.SERVICE_NOT_AVAILABLE:
+        return NOT_SENT
+    return None
+
 
 _TOPIC_TYPE_OF_MESSAGE = {
     pb.MessageType.NORMAL: TopicMessageType.NORMAL,
@@ -209,10 +242,12 @@ class ProducerActivity:
                 result = await api.send_encoded(queue.broker_addr, queue.broker_name, topic, bodies[0], properties[0],
                                                 ids[0], topic, queue.queue_id, sys_flag)
         except (MQBrokerError, RemotingError) as exc:
-            # A deleted topic or a vanished broker: look the route up afresh for the client's retry.
-            if not isinstance(exc, MQBrokerError) or exc.code == ResponseCode.TOPIC_NOT_EXIST:
-                cluster.routes.invalidate(topic)
-            raise
+            if failure_kind(exc) is None:
+                # A deleted topic or a broken broker: look the route up afresh for the client's retry.
+                if not isinstance(exc, MQBrokerError) or exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    cluster.routes.invalidate(topic)
+                raise
+            result = await self._resend(ctx, exc, queue, group, topic, bodies, properties, ids, first, sys_flag)
         send_status = result.status
         # SEND_OK by identity: an Enum's .value and a protobuf enum's attribute are Python-level calls.
         code = OK if send_status is _SEND_OK else _SEND_STATUS_CODES.get(send_status.value, _INTERNAL_SERVER_ERROR)
@@ -237,6 +272,66 @@ class ProducerActivity:
             add(status=failed)
         return response
 
+
+    async def _send_once(self, queue: AddressableQueue, topic: str, bodies: list[bytes], properties: list[str],
+                         ids: list[str], first: pb.Message, remote_address: str, sys_flag: int) -> SendResult:
+        """One attempt of send_message's Remoting call (the same three shapes)."""
+        api = self.cluster.api
+        if len(bodies) > 1:
+            return await api.send_batch_encoded(queue.broker_addr, queue.broker_name, topic, bodies, properties, ids,
+                                                topic, queue.queue_id, sys_flag)
+        if is_retry_topic(topic):
+            props_dict = converter.build_message_properties(first, topic, remote_address, self.config)
+            return await api.send_message(queue.broker_addr, queue.broker_name,
+                                          Message(topic, bodies[0], 0, props_dict), topic, queue.queue_id, sys_flag)
+        return await api.send_encoded(queue.broker_addr, queue.broker_name, topic, bodies[0], properties[0], ids[0],
+                                      topic, queue.queue_id, sys_flag)
+
+    async def _resend(self, ctx: ProxyContext, exc: Exception, queue: AddressableQueue, group: str | None,
+                      topic: str, bodies: list[bytes], properties: list[str], ids: list[str], first: pb.Message,
+                      sys_flag: int) -> SendResult:
+        """Send again after ``exc`` (failure_kind not None) on ``queue``: drop the dead master's routes,
+        re-resolve (waiting for a new master while the set has none) and retry on the new master or
+        another set's queue; a message group stays on its queue. Gives up with the last error once
+        retryTimesWhenSendFailed resends are used or brokerFailoverWaitMillis (or the client's
+        deadline) has passed. Resends after an unknown outcome are counted as possible duplicates.
+        """
+        cluster = self.cluster
+        stats = cluster.failover
+        deadline = cluster.failover_deadline(ctx.time_remaining)
+        resends_left = self.config.retry_times_when_send_failed
+        refusal_backoff = FAILOVER_BACKOFF_INITIAL_S
+        while True:
+            kind = failure_kind(exc)
+            if kind is None:
+                raise exc
+            if kind is not NOT_SENT:
+                if resends_left <= 0:
+                    raise exc
+                resends_left -= 1
+            cluster.broker_unreachable(queue.broker_name, queue.broker_addr, exc)
+            refused = isinstance(exc, MQBrokerError)  # alive but not serving yet (fenced) or demoted
+            if refused:
+                await asyncio.sleep(min(refusal_backoff, max(deadline - time.monotonic(), 0.0)))
+                refusal_backoff = min(refusal_backoff * 2, FAILOVER_BACKOFF_MAX_S)
+            if time.monotonic() >= deadline:
+                raise exc
+            failed = queue
+            queue = await cluster.failover_write_queue(topic, group, failed, deadline, exclude_failed=not refused)
+            stats.send_retries += 1
+            if kind is UNKNOWN_OUTCOME:
+                stats.possible_duplicates += len(ids)
+                log.warning("resending %d message(s) of topic %s to %s/%s after an unknown outcome on %s (%s): "
+                            "possible duplicates, %d so far", len(ids), topic, queue.broker_name, queue.broker_addr,
+                            failed.broker_addr, exc, stats.possible_duplicates)
+            else:
+                log.info("resending %d message(s) of topic %s to %s/%s after %s", len(ids), topic,
+                         queue.broker_name, queue.broker_addr, exc)
+            try:
+                return await self._send_once(queue, topic, bodies, properties, ids, first, ctx.remote_address,
+                                             sys_flag)
+            except (MQBrokerError, RemotingError) as again:
+                exc = again
 
 try:  # the compiled accelerator (setup.py); the code above runs where it was not built
     from orbitmq.proxy._speedups_producer import encode_messages, ok_response  # noqa: F811

@@ -9,7 +9,7 @@ import grpc
 from orbitmq.client import MQClientAPI, TopicRouteCache, parse_namesrv_addr
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
 from orbitmq.proxy.client_manager import ClientManager
-from orbitmq.proxy.cluster import ClusterService
+from orbitmq.proxy.cluster import ClusterService, FailoverStats
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.consumer import ConsumerActivity
 from orbitmq.proxy.offsets import OffsetActivity
@@ -35,6 +35,11 @@ class ProxyServer:
         self.routes: TopicRouteCache | None = None
         self.clients: ClientManager | None = None
         self.consumer: ConsumerActivity | None = None
+        self.cluster: ClusterService | None = None
+
+    def failover_stats(self) -> dict[str, int]:
+        """broker_failures, send_retries, possible_duplicates (messages re-sent after an unknown outcome)."""
+        return self.cluster.failover.as_dict() if self.cluster is not None else FailoverStats().as_dict()
 
     @property
     def endpoint(self) -> str:
@@ -45,7 +50,7 @@ class ProxyServer:
         namesrvs = parse_namesrv_addr(cfg.namesrv_addr)
         self.api = MQClientAPI(RemotingClient(), timeout=cfg.remoting_timeout_millis / 1000.0)
         self.routes = TopicRouteCache(self.api, namesrvs, cfg.topic_route_service_cache_refresh_seconds)
-        cluster = ClusterService(cfg, self.api, self.routes)
+        cluster = self.cluster = ClusterService(cfg, self.api, self.routes)
         self.clients = ClientManager(cfg, cluster)
         self.consumer = ConsumerActivity(cfg, cluster, self.clients)
         service = MessagingService(RouteActivity(cfg, cluster), ProducerActivity(cfg, cluster), self.consumer,
@@ -70,6 +75,8 @@ class ProxyServer:
         log.info("gRPC proxy listening on %s:%d (NameServers %s)", self.host, port, ";".join(namesrvs))
 
     async def shutdown(self) -> None:
+        if self.cluster is not None and any(self.cluster.failover.as_dict().values()):
+            log.info("failover: %s", " ".join(f"{k}={v}" for k, v in self.failover_stats().items()))
         if self._server is not None:
             await self._server.stop(self.config.grpc_shutdown_time_seconds)
             self._server = None
