@@ -9,13 +9,14 @@ upstream does. Commands that need the Raft leader ask ``-a`` for it (GET_METADAT
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import time
 from typing import Any
 
 from orbitmq.admin.admin_api import AdminError, MQAdminExt
 from orbitmq.admin.cli import Result, command
-from orbitmq.admin.output import render_pairs, render_table
+from orbitmq.admin.output import to_json
 from orbitmq.client import MQBrokerError, resolve_namesrv_addr
 from orbitmq.common import fastjson
 from orbitmq.remoting.client import RemotingClient
@@ -79,19 +80,21 @@ async def get_controller_metadata(_admin: Any, args: argparse.Namespace) -> Resu
             "controllerLeaderAddress": meta.get("controllerLeaderAddress"),
             "isLeader": meta.get("isLeader") == "true",
             "peers": [p for p in (meta.get("peers") or "").split(";") if p]}
-    pairs = [("#ControllerGroup", data["group"]), ("#ControllerLeaderId", data["controllerLeaderId"]),
-             ("#ControllerLeaderAddress", data["controllerLeaderAddress"]), ("#IsLeader", meta.get("isLeader"))]
-    pairs += [("#Peer:", peer) for peer in data["peers"]]
-    return Result(data, render_pairs(pairs, width=26))
+    # mqadmin's layout: "#Name\tvalue" lines, Java's "null" for a missing value
+    lines = [f"\n#ControllerGroup\t{_java(data['group'])}", f"#ControllerLeaderId\t{_java(data['controllerLeaderId'])}",
+             f"#ControllerLeaderAddress\t{_java(data['controllerLeaderAddress'])}"]
+    lines += [f"#Peer:\t{peer}" for peer in data["peers"]]
+    return Result(data, "\n".join(lines))
 
 
 # ---- getSyncStateSet -----------------------------------------------------------------------------
 
 def _sync_state_options(p: argparse.ArgumentParser) -> None:
     _a_option(p)
-    group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("-b", "--brokerName", dest="broker_name", help="which broker set")
-    group.add_argument("-c", "--clusterName", dest="cluster", help="every broker set of this cluster (needs -n)")
+    p.add_argument("-b", "--brokerName", dest="broker_name", help="which broker to fetch")
+    p.add_argument("-c", "--clusterName", dest="cluster", help="which cluster (its broker sets, via -n)")
+    p.add_argument("-i", "--interval", dest="interval", nargs="?", const="", default=None,
+                   help="the interval(second) of get info: print again every so often (3 s if no value)")
 
 
 async def _cluster_broker_names(args: argparse.Namespace) -> list[str]:
@@ -106,24 +109,42 @@ async def _cluster_broker_names(args: argparse.Namespace) -> list[str]:
 @command("getSyncStateSet", "Fetch syncStateSet for target brokers", _sync_state_options)
 @without_namesrv
 async def get_sync_state_set(_admin: Any, args: argparse.Namespace) -> Result:
+    """-b wins over -c, as upstream; with -i the report repeats until interrupted."""
+    if not args.broker_name and not args.cluster:
+        raise AdminError("one of -b brokerName or -c clusterName is required")
+    if args.interval is None:
+        return await _sync_state_once(args)
+    seconds = int(args.interval) if args.interval.strip() else 3
+    while True:
+        result = await _sync_state_once(args)
+        print(to_json(result.data) if args.json else result.text, flush=True)
+        await asyncio.sleep(seconds)
+
+
+def _replica_identity(m: dict[str, Any]) -> str:
+    """BrokerReplicasInfo.ReplicaIdentity.toString()."""
+    return (f"ReplicaIdentity{{brokerName='{_java(m.get('brokerName'))}', brokerId={_java(m.get('brokerId'))}, "
+            f"brokerAddress='{_java(m.get('brokerAddress'))}', alive={_java(m.get('alive'))}}}")
+
+
+async def _sync_state_once(args: argparse.Namespace) -> Result:
     names = [args.broker_name] if args.broker_name else await _cluster_broker_names(args)
     async with RemotingClient() as client:
         leader = await _leader(client, args.controller, args.timeout)
         response = await _invoke(client, leader, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
                                  body=json.dumps(names).encode(), timeout=args.timeout)
     table = (fastjson.loads(response.body) or {}).get("replicasInfoTable") or {}
-    lines = []
+    parts = []
     for name, entry in table.items():
-        lines.append(f"\n#brokerName\t{name}\n#MasterBrokerId\t{entry.get('masterBrokerId')}\n"
-                     f"#MasterAddr\t{entry.get('masterAddress')}\n#MasterEpoch\t{entry.get('masterEpoch')}\n"
-                     f"#SyncStateSetEpoch\t{entry.get('syncStateSetEpoch')}\n"
-                     f"#SyncStateSetNums\t{len(entry.get('inSyncReplicas') or [])}")
-        rows = [["InSync", m.get("brokerId"), m.get("brokerAddress"), m.get("alive")]
-                for m in entry.get("inSyncReplicas") or []]
-        rows += [["NotInSync", m.get("brokerId"), m.get("brokerAddress"), m.get("alive")]
-                 for m in entry.get("notInSyncReplicas") or []]
-        lines.append(render_table(["#Replica", "#BrokerId", "#Address", "#Alive"], rows))
-    return Result(table, "\n".join(lines).strip() or "no broker set found")
+        in_sync = entry.get("inSyncReplicas") or []
+        text = (f"\n#brokerName\t{name}\n#MasterBrokerId\t{_java(entry.get('masterBrokerId'))}\n"
+                f"#MasterAddr\t{_java(entry.get('masterAddress'))}\n#MasterEpoch\t{_java(entry.get('masterEpoch'))}\n"
+                f"#SyncStateSetEpoch\t{_java(entry.get('syncStateSetEpoch'))}\n#SyncStateSetNums\t{len(in_sync)}\n")
+        text += "".join(f"\nInSyncReplica:\t{_replica_identity(m)}\n" for m in in_sync)
+        text += "".join(f"\nNotInSyncReplica:\t{_replica_identity(m)}\n"
+                        for m in entry.get("notInSyncReplicas") or [])
+        parts.append(text)
+    return Result(table, "".join(parts).rstrip("\n"))
 
 
 # ---- getControllerConfig / updateControllerConfig -------------------------------------------------
@@ -145,8 +166,8 @@ async def get_controller_config(_admin: Any, args: argparse.Namespace) -> Result
         for addr in _addresses(args.controller):
             response = await _invoke(client, addr, RequestCode.GET_CONTROLLER_CONFIG, timeout=args.timeout)
             configs[addr] = _parse_properties(bytes(response.body).decode("utf-8"))
-    text = "\n".join(f"============{addr}============\n" + render_pairs([(k, f"= {v}") for k, v in cfg.items()],
-                                                                         width=50)
+    # mqadmin: "============addr============" then "%-50s=  %s" per key
+    text = "\n".join(f"============{addr}============\n" + "\n".join(f"{k:<50}=  {v}" for k, v in cfg.items())
                      for addr, cfg in configs.items())
     return Result(configs, text)
 
@@ -166,7 +187,7 @@ async def update_controller_config(_admin: Any, args: argparse.Namespace) -> Res
         for addr in _addresses(args.controller):
             await _invoke(client, addr, RequestCode.UPDATE_CONTROLLER_CONFIG, body=body, timeout=args.timeout)
             done.append(addr)
-    text = "\n".join(f"update controller config success!{addr}" for addr in done)
+    text = f"update controller config success![{', '.join(done)}]\n{args.key} : {args.value}"
     return Result({"key": args.key, "value": args.value, "controllers": done}, text)
 
 
@@ -194,11 +215,20 @@ async def elect_master(_admin: Any, args: argparse.Namespace) -> Result:
             "masterEpoch": _int(fields.get("masterEpoch")), "syncStateSetEpoch": _int(fields.get("syncStateSetEpoch")),
             "brokerAddrs": {str(k): v for k, v in (group.get("brokerAddrs") or {}).items()},
             "syncStateSet": body.get("syncStateSet")}
-    text = render_pairs([("#clusterName", args.cluster), ("#brokerName", args.broker_name),
-                         ("#brokerMasterAddr", data["masterAddress"]), ("#brokerMasterId", data["masterBrokerId"]),
-                         ("#masterEpoch", data["masterEpoch"]), ("#syncStateSetEpoch", data["syncStateSetEpoch"]),
-                         ("#brokerMembers", json.dumps(data["brokerAddrs"]))], width=22)
-    return Result(data, "elect master success\n" + text)
+    text = (f"\n#ClusterName\t{args.cluster}\n#BrokerName\t{args.broker_name}\n"
+            f"#BrokerMasterAddr\t{_java(data['masterAddress'])}\n#MasterEpoch\t{_java(data['masterEpoch'])}\n"
+            f"#SyncStateSetEpoch\t{_java(data['syncStateSetEpoch'])}\n")
+    text += "".join(f"\t#Broker\t{bid}\t{addr}\n" for bid, addr in data["brokerAddrs"].items())
+    return Result(data, text.rstrip("\n"))
+
+
+def _java(value: Any) -> str:
+    """A value as Java's printf shows it: null, true/false."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _int(value: str | None) -> int | None:
@@ -219,6 +249,8 @@ def _clean_options(p: argparse.ArgumentParser) -> None:
 @command("cleanBrokerMetadata", "Clean metadata of broker on controller", _clean_options)
 @without_namesrv
 async def clean_broker_metadata(_admin: Any, args: argparse.Namespace) -> Result:
+    if not args.clean_living and not args.cluster:
+        raise AdminError("cleanLivingBroker option is false, clusterName option can not be empty.")
     fields = {"brokerName": args.broker_name, "isCleanLivingBroker": "true" if args.clean_living else "false",
               "invokeTime": str(int(time.time() * 1000))}
     if args.cluster:

@@ -123,10 +123,13 @@ class ControllerRequestProcessor:
             header.cluster_name, header.broker_name, header.broker_addr, header.broker_id,
             header.heartbeat_timeout_mills, channel, header.epoch, header.max_offset, header.confirm_offset,
             header.election_priority)
-        return request.response_to(ResponseCode.SUCCESS)
+        return request.response_to(ResponseCode.SUCCESS, "Heart beat success")
 
     async def get_metadata_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         raft = self.manager.raft
+        if raft is None:  # the Remoting server is up a moment before Raft is
+            header = GetMetaDataResponseHeader(group=self.config.controller_d_leger_group, is_leader=False)
+            return request.response_to(ResponseCode.SUCCESS, None, header.to_ext_fields())
         header = GetMetaDataResponseHeader(
             group=self.config.controller_d_leger_group, controller_leader_id=raft.leader_id(),
             controller_leader_address=raft.leader_remoting_address(), is_leader=raft.is_leader_ready(),
@@ -143,10 +146,14 @@ class ControllerRequestProcessor:
             return request.response_to(ResponseCode.SYSTEM_ERROR, f"UnsupportedEncodingException {exc}")
         if any(key in self.config.black_listed_keys() for key in updates):
             return request.response_to(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        # Upstream merges only the keys its config already has (Configuration.mergeIfExist) and
+        # answers SUCCESS: an unknown key is ignored, not refused.
         unknown = sorted(k for k in updates if k not in ControllerConfig.config_keys())
         if unknown:
-            return request.response_to(ResponseCode.INVALID_PARAMETER,
-                                       f"unknown controller config keys: {', '.join(unknown)}")
+            log.warning("updateControllerConfig ignores unknown keys: %s", ", ".join(unknown))
+            updates = {k: v for k, v in updates.items() if k not in unknown}
+            if not updates:
+                return request.response_to(ResponseCode.SUCCESS)
         try:
             fresh = ControllerConfig.from_mapping({**self.config.to_dict(), **updates})
             fresh.validate()
@@ -170,6 +177,9 @@ class ControllerRequestProcessor:
             return request.response_to(ResponseCode.SYSTEM_ERROR, f"bad SyncStateSet body: {exc}")
         result = await self.manager.alter_sync_state_set(header.broker_name, header.master_broker_id,
                                                          header.master_epoch, new_set, new_epoch)
+        # AlterSyncStateSetResponseHeader.newSyncStateSetEpoch is a primitive int: upstream sends it
+        # (as 0) on every answer the state machine gives, refusals included
+        result.header.setdefault("newSyncStateSetEpoch", "0")
         return self._answer(request, result)
 
     async def elect_master(self, request: RemotingCommand, channel: Any) -> RemotingCommand:

@@ -215,6 +215,11 @@ def parse_sync_state_set_body(body: bytes) -> tuple[set[int], int]:
     return {int(x) for x in members}, int(obj.get("syncStateSetEpoch") or 0)
 
 
+def _java(value: Any) -> str:
+    """A value as Java's String.format prints it (null for None)."""
+    return "null" if value is None else str(value)
+
+
 def _master_header(info: SyncStateInfo, replica: BrokerReplicaInfo) -> dict[str, str]:
     header = {"masterEpoch": str(info.master_epoch), "syncStateSetEpoch": str(info.sync_state_set_epoch)}
     if info.master_broker_id is not None:
@@ -255,37 +260,36 @@ class ReplicasInfoManager:
         """§1.9, in upstream's order."""
         found = self._set(broker_name)
         if found is None:
-            return CheckResult(ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
-                               f"Rejecting alter syncStateSet request because broker {broker_name} does not exist")
+            return CheckResult(ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED, "Broker metadata is not existed")
         replica, info = found
         if set(new_set) == info.sync_state_set:
             return CheckResult(ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
                                "The newSyncStateSet is equal with oldSyncStateSet, no needed to update syncStateSet")
         if info.master_broker_id is None or info.master_broker_id != master_broker_id:
             return CheckResult(ResponseCode.CONTROLLER_INVALID_MASTER,
-                               f"Rejecting alter syncStateSet request because the current leader is: "
-                               f"{info.master_broker_id}, not {master_broker_id}")
+                               f"Rejecting alter syncStateSet request because the current leader is:"
+                               f"{{{_java(info.master_broker_id)}}}, not {{{_java(master_broker_id)}}}")
         if master_epoch != info.master_epoch:
             return CheckResult(ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH,
-                               f"Rejecting alter syncStateSet request because the current master epoch is "
-                               f"{info.master_epoch}, not {master_epoch}")
+                               f"Rejecting alter syncStateSet request because the current master epoch is:"
+                               f"{{{info.master_epoch}}}, not {{{master_epoch}}}")
         if new_set_epoch != info.sync_state_set_epoch:
             return CheckResult(ResponseCode.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
-                               f"Rejecting alter syncStateSet request because the current syncStateSet epoch is "
-                               f"{info.sync_state_set_epoch}, not {new_set_epoch}")
+                               f"Rejecting alter syncStateSet request because the current syncStateSet epoch is:"
+                               f"{{{info.sync_state_set_epoch}}}, not {{{new_set_epoch}}}")
         for broker_id in sorted(new_set):
             if broker_id not in replica.broker_id_info:
                 return CheckResult(ResponseCode.CONTROLLER_INVALID_REPLICAS,
-                                   f"Rejecting alter syncStateSet request because the replicas {broker_id} "
+                                   f"Rejecting alter syncStateSet request because the replicas {{{broker_id}}} "
                                    f"don't exist")
             if not is_alive(replica.cluster_name, broker_name, broker_id):
                 return CheckResult(ResponseCode.CONTROLLER_BROKER_NOT_ALIVE,
-                                   f"Rejecting alter syncStateSet request because the replicas {broker_id} "
+                                   f"Rejecting alter syncStateSet request because the replicas {{{broker_id}}} "
                                    f"don't alive")
         if info.master_broker_id not in new_set:
             return CheckResult(ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
-                               f"Rejecting alter syncStateSet request because the newSyncStateSet doesn't "
-                               f"contain origin leader {info.master_broker_id}")
+                               f"Rejecting alter syncStateSet request because the newSyncStateSet don't "
+                               f"contains origin leader {{{info.master_broker_id}}}")
         epoch = info.sync_state_set_epoch + 1
         return CheckResult(ResponseCode.SUCCESS, None,
                            AlterSyncStateSetEvent(broker_name, frozenset(new_set), info.sync_state_set_epoch),
@@ -297,8 +301,7 @@ class ReplicasInfoManager:
         """§1.8. ``broker_id`` None or -1 means the controller itself asks (inactive master)."""
         found = self._set(broker_name)
         if found is None:
-            return CheckResult(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                               f"Broker {broker_name} hasn't been registered")
+            return CheckResult(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
         replica, info = found
         controller_triggered = broker_id is None or broker_id < 0
         cluster = replica.cluster_name
@@ -315,7 +318,8 @@ class ReplicasInfoManager:
                 _bind_live_info(live_info, cluster, broker_name), enable_elect_unclean_master)
         if new_master is not None and new_master == info.master_broker_id:
             return CheckResult(ResponseCode.CONTROLLER_MASTER_STILL_EXIST,
-                               "The old master is still alive, not need to elect new master",
+                               f"The old master {info.master_broker_id} is still alive, not need to elect new "
+                               f"master for broker {broker_name}",
                                None, _master_header(info, replica),
                                fastjson.dumps({"syncStateSet": sorted(info.sync_state_set)}).encode("utf-8"))
         if new_master is not None:
@@ -331,13 +335,11 @@ class ReplicasInfoManager:
                                ElectMasterEvent(True, broker_name, new_master, info.master_epoch),
                                header, fastjson.dumps(body).encode("utf-8"))
         if controller_triggered:
+            # upstream answers with an empty header: no master, and the epochs are not reported
             return CheckResult(ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE,
-                               "Failed to elect a new master since no broker is alive in the syncStateSet",
-                               ElectMasterEvent(False, broker_name, None, info.master_epoch),
-                               {"masterEpoch": str(info.master_epoch + 1),
-                                "syncStateSetEpoch": str(info.sync_state_set_epoch)})
-        return CheckResult(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
-                           "Failed to elect a new master" + (f" {broker_id}" if designate_elect else ""))
+                               "Old master has down and failed to elect a new broker master",
+                               ElectMasterEvent(False, broker_name, None, info.master_epoch))
+        return CheckResult(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master")
 
     def check_get_next_broker_id(self, cluster_name: str, broker_name: str) -> CheckResult:
         replica = self.replica_info_table.get(broker_name)
@@ -371,9 +373,14 @@ class ReplicasInfoManager:
                               is_alive: IsAliveFn) -> CheckResult:
         """§1.7 step 5: the set and id must exist; master info only if that master is alive."""
         found = self._set(broker_name)
-        if found is None or broker_id not in found[0].broker_id_info:
+        if found is None:
             return CheckResult(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                               f"BrokerId: {broker_id} hasn't been registered in broker-set: {broker_name}")
+                               f"Broker-set: {broker_name} hasn't been registered in controller",
+                               header={"clusterName": cluster_name, "brokerName": broker_name})
+        if broker_id not in found[0].broker_id_info:
+            return CheckResult(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                               f"BrokerId: {broker_id} hasn't been registered in broker-set: {broker_name}",
+                               header={"clusterName": cluster_name, "brokerName": broker_name})
         replica, info = found
         header = {"clusterName": cluster_name, "brokerName": broker_name}
         if info.master_broker_id is not None and is_alive(replica.cluster_name, broker_name,
@@ -390,8 +397,7 @@ class ReplicasInfoManager:
     def get_replica_info(self, broker_name: str) -> CheckResult:
         found = self._set(broker_name)
         if found is None:
-            return CheckResult(ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST,
-                               f"Broker metadata is not existed: {broker_name}")
+            return CheckResult(ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
         replica, info = found
         header = {"masterEpoch": str(info.master_epoch)}
         if info.master_broker_id is not None:
@@ -415,46 +421,60 @@ class ReplicasInfoManager:
                 member = {"brokerName": name, "brokerId": bid, "brokerAddress": address,
                           "alive": is_alive(replica.cluster_name, name, bid)}
                 (in_sync if bid in info.sync_state_set else not_in_sync).append(member)
-            table[name] = {"masterBrokerId": info.master_broker_id,
-                           "masterAddress": replica.address(info.master_broker_id) or "",
-                           "masterEpoch": info.master_epoch, "syncStateSetEpoch": info.sync_state_set_epoch,
-                           "inSyncReplicas": in_sync, "notInSyncReplicas": not_in_sync}
+            # fastjson leaves null fields out: no master, no masterBrokerId/masterAddress keys
+            entry: dict[str, Any] = {}
+            if info.master_broker_id is not None:
+                entry["masterBrokerId"] = info.master_broker_id
+            master_address = replica.address(info.master_broker_id)
+            if master_address is not None:
+                entry["masterAddress"] = master_address
+            entry.update({"masterEpoch": info.master_epoch, "syncStateSetEpoch": info.sync_state_set_epoch,
+                          "inSyncReplicas": in_sync, "notInSyncReplicas": not_in_sync})
+            table[name] = entry
         return CheckResult(ResponseCode.SUCCESS, None, None, {},
                            fastjson.dumps({"replicasInfoTable": table}).encode("utf-8"))
 
     def check_clean_broker_data(self, cluster_name: str | None, broker_name: str, ids_to_clean: str | None,
                                 clean_living_broker: bool, is_alive: IsAliveFn) -> CheckResult:
-        """§1.12 clean: refuse living targets (unless -l), a whole set with a master, bad id lists."""
-        found = self._set(broker_name)
-        if found is None:
-            return CheckResult(ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
-                               f"Broker {broker_name} is not existed")
-        replica, info = found
-        cluster = cluster_name or replica.cluster_name
+        """CLEAN_BROKER_DATA (1011), upstream's checks in upstream's order.
+
+        Without ``isCleanLivingBroker``: no id list while the set has a master (alive or not) is
+        refused; an id list must parse and name no living broker. Then the set must exist. An id
+        list cleans those ids; no list cleans the whole set. (OrbitMQ keeps an id list given with
+        ``-l``; upstream ignores it there and drops the whole set. Liveness is looked up under the
+        set's own cluster when the request names none.)
+        """
+        info = self.sync_state_set_info_table.get(broker_name)
+        replica = self.replica_info_table.get(broker_name)
+        cluster = cluster_name or (replica.cluster_name if replica is not None else "")
+        blank = ids_to_clean is None or not ids_to_clean.strip()
         ids: set[int] | None = None
-        if ids_to_clean and ids_to_clean.strip():
-            try:
-                ids = {int(part) for part in ids_to_clean.split(";") if part.strip()}
-            except ValueError:
-                return CheckResult(ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
-                                   f"Please set the option <brokerControllerIdsToClean> according to the format, "
-                                   f"exception: bad id list {ids_to_clean!r}")
-        if ids is None:
-            if not clean_living_broker:
-                if info.master_broker_id is not None and is_alive(cluster, broker_name, info.master_broker_id):
+        if not blank:
+            parts = ids_to_clean.split(";")  # type: ignore[union-attr]
+            while parts and parts[-1] == "":  # Java's split drops trailing empty strings
+                parts.pop()
+            ids = set()
+            for part in parts:
+                try:
+                    ids.add(int(part.strip()))
+                except ValueError:
                     return CheckResult(ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
-                                       f"The broker-set {broker_name} still has a master, can not clean it")
-                for bid in sorted(replica.broker_id_info):
-                    if is_alive(cluster, broker_name, bid):
-                        return CheckResult(ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
-                                           f"The broker {broker_name}-{bid} is still alive, can not clean it")
-            return CheckResult(ResponseCode.SUCCESS, None, CleanBrokerDataEvent(broker_name, None))
+                                       f"Please set the option <brokerControllerIdsToClean> according to the "
+                                       f"format, exception: java.lang.NumberFormatException: For input string: "
+                                       f"\"{part}\"")
         if not clean_living_broker:
-            for bid in sorted(ids):
+            if blank and info is not None and info.master_broker_id is not None:
+                return CheckResult(ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+                                   f"Broker {broker_name} is still alive, clean up failure")
+            for bid in sorted(ids or ()):
                 if is_alive(cluster, broker_name, bid):
                     return CheckResult(ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
-                                       f"The broker {broker_name}-{bid} is still alive, can not clean it")
-        return CheckResult(ResponseCode.SUCCESS, None, CleanBrokerDataEvent(broker_name, frozenset(ids)))
+                                       f"Broker [{broker_name},  {bid}] is still alive, clean up failure")
+        if self._set(broker_name) is None:
+            return CheckResult(ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+                               f"Broker {broker_name} is not existed,clean broker data failure.")
+        return CheckResult(ResponseCode.SUCCESS, None,
+                           CleanBrokerDataEvent(broker_name, None if ids is None else frozenset(ids)))
 
     # -- apply ---------------------------------------------------------------------------------
 
@@ -523,7 +543,7 @@ class ReplicasInfoManager:
         if found is None:
             return False
         replica, info = found
-        if event.broker_id_set_to_clean is None:
+        if not event.broker_id_set_to_clean:  # None or empty: the whole set, as upstream
             del self.replica_info_table[event.broker_name]
             del self.sync_state_set_info_table[event.broker_name]
             return True

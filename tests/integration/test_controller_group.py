@@ -352,7 +352,8 @@ def _admin_checks(group: Group, leader: str, capsys) -> None:
     meta = json.loads(out)
     assert meta["controllerLeaderAddress"] == leader and meta["group"] == "g1" and len(meta["peers"]) == 3
     code, out, _ = admin(capsys, "getControllerMetaData", "-a", a)
-    assert "#ControllerLeaderAddress" in out and leader in out
+    assert f"#ControllerLeaderAddress\t{leader}" in out and "#ControllerGroup\tg1" in out
+    assert out.count("#Peer:\t") == 3
 
     code, out, err = admin(capsys, "getSyncStateSet", "-a", a, "-b", B, "--json")
     assert code == 0, err
@@ -360,7 +361,9 @@ def _admin_checks(group: Group, leader: str, capsys) -> None:
     assert entry["masterBrokerId"] == 1 and entry["syncStateSetEpoch"] == 2
     assert sorted(m["brokerId"] for m in entry["inSyncReplicas"]) == [1, 2]
     code, out, _ = admin(capsys, "getSyncStateSet", "-a", a, "-b", B)
-    assert "#MasterBrokerId" in out and "InSync" in out
+    assert "#MasterBrokerId\t1" in out and "#SyncStateSetNums\t2" in out
+    assert f"InSyncReplica:\tReplicaIdentity{{brokerName='{B}', brokerId=2, brokerAddress='127.0.0.1:20912', " \
+           "alive=true}" in out
 
     code, out, err = admin(capsys, "getControllerConfig", "-a", all_addrs, "--json")
     assert code == 0, err
@@ -369,7 +372,9 @@ def _admin_checks(group: Group, leader: str, capsys) -> None:
 
     code, out, err = admin(capsys, "updateControllerConfig", "-a", all_addrs, "-k", "electMasterMaxRetryCount",
                            "-v", "5")
-    assert code == 0, err and out.count("success") == 3
+    assert code == 0, err
+    assert out.startswith(f"update controller config success![{', '.join(group.addrs)}]")
+    assert "electMasterMaxRetryCount : 5" in out
     code, out, _ = admin(capsys, "getControllerConfig", "-a", all_addrs, "--json")
     assert {cfg["electMasterMaxRetryCount"] for cfg in json.loads(out).values()} == {"5"}
     code, out, err = admin(capsys, "updateControllerConfig", "-a", a, "-k", "configStorePath", "-v", "/x")
@@ -384,9 +389,12 @@ def _admin_checks(group: Group, leader: str, capsys) -> None:
     assert code == 1 and "[code 2012]" in err  # not in the SyncStateSet
 
     code, out, err = admin(capsys, "cleanBrokerMetadata", "-a", a, "-bn", B, "-b", "1")
-    assert code == 1 and "[code 2009]" in err  # broker 1 is alive
+    assert code == 1 and "clusterName option can not be empty" in err  # mqadmin: -c unless -l
+    code, out, err = admin(capsys, "cleanBrokerMetadata", "-a", a, "-bn", B, "-b", "1", "-c", C)
+    assert code == 1 and "[code 2009]" in err and "is still alive" in err  # broker 1 is alive
     code, out, err = admin(capsys, "cleanBrokerMetadata", "-a", a, "-bn", B, "-b", "1", "-c", C, "-l")
-    assert code == 0, err and "success" in out
+    assert code == 0, err
+    assert f"clear broker {B} metadata from controller success!" in out
     code, out, _ = admin(capsys, "getSyncStateSet", "-a", a, "-b", B, "--json")
     assert [m["brokerId"] for m in json.loads(out)[B]["inSyncReplicas"]] == [2]
     assert json.loads(out)[B]["notInSyncReplicas"] == []

@@ -104,7 +104,12 @@ class SlaveSynchronize:
         while True:
             await asyncio.sleep(CHECK_PERIOD)
             if self.master_addr and time.monotonic() - self._last_sync_all > SYNC_ALL_INTERVAL:
-                await self.sync_all()
+                try:
+                    await self.sync_all()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # one unexpected failure must not end the copying for good
+                    log.exception("SlaveSynchronize syncAll from %s failed", self.master_addr)
                 self._last_sync_all = time.monotonic()
 
     # ---- copying ----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ class ReplicaProcessor:
     def _replicas_manager(self) -> Any:
         manager = getattr(self.broker, "replicas_manager", None)
         if manager is None or not self.broker.config.enable_controller_mode:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, "this request only for controllerMode")
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "this request only for controllerMode ")
         return manager
 
     async def get_broker_epoch_cache(self, request: RemotingCommand, channel: Any) -> RemotingCommand:

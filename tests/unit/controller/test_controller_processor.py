@@ -97,7 +97,10 @@ async def test_metadata_and_errors(controller):
     assert (await call(manager, client, Q.CONTROLLER_GET_SYNC_STATE_DATA, body=b"[]")).code == RC.SYSTEM_ERROR
     assert (await call(manager, client, Q.CONTROLLER_GET_SYNC_STATE_DATA, body=b"{bad")).code == RC.SYSTEM_ERROR
     no_id = await call(manager, client, Q.BROKER_HEARTBEAT, {"clusterName": C, "brokerName": B, "brokerAddr": "a"})
-    assert no_id.code == RC.CONTROLLER_INVALID_REQUEST
+    assert no_id.code == RC.CONTROLLER_INVALID_REQUEST and no_id.remark == "Heart beat with empty brokerId"
+    beat = await call(manager, client, Q.BROKER_HEARTBEAT, {"clusterName": C, "brokerName": B, "brokerAddr": "a",
+                                                            "brokerId": "9"})
+    assert beat.code == RC.SUCCESS and beat.remark == "Heart beat success"
     assert (await call(manager, client, Q.CONTROLLER_GET_REPLICA_INFO, {"brokerName": "x"})).code == \
         RC.CONTROLLER_BROKER_METADATA_NOT_EXIST
     bad_body = await call(manager, client, Q.CONTROLLER_ALTER_SYNC_STATE_SET,
@@ -114,7 +117,9 @@ async def test_controller_config_get_and_update(controller, tmp_path):
     r = await call(manager, client, Q.UPDATE_CONTROLLER_CONFIG, body=b"configStorePath=/tmp/x\n")
     assert r.code == RC.NO_PERMISSION
     r = await call(manager, client, Q.UPDATE_CONTROLLER_CONFIG, body=b"noSuchKey=1\n")
-    assert r.code == RC.INVALID_PARAMETER
+    assert r.code == RC.SUCCESS and "noSuchKey" not in manager.config.to_dict()  # ignored, as upstream
+    r = await call(manager, client, Q.UPDATE_CONTROLLER_CONFIG, body=b"electMasterMaxRetryCount=5\n")
+    assert r.code == RC.SUCCESS and manager.config.elect_master_max_retry_count == 5
     r = await call(manager, client, Q.UPDATE_CONTROLLER_CONFIG, body=b"electMasterMaxRetryCount=abc\n")
     assert r.code == RC.INVALID_PARAMETER
     r = await call(manager, client, Q.UPDATE_CONTROLLER_CONFIG, body=b"enableElectUncleanMaster=true\n")
@@ -148,6 +153,7 @@ async def test_register_elect_alter_then_master_timeout_elects_and_notifies(cont
                             {"brokerName": B, "masterBrokerId": "1", "masterEpoch": "1"},
                             b'{"syncStateSet":[1],"syncStateSetEpoch":1}')
         assert fenced.code == RC.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH
+        assert fenced.ext_fields["newSyncStateSetEpoch"] == "0"  # a primitive int upstream: always sent
 
         broker2.notified.clear()
         broker2.got.clear()

@@ -326,3 +326,60 @@ def test_snapshot_round_trip():
     assert restored.get_set(B)[1].master_broker_id == 2
     assert restored.get_set(B)[0].broker_id_info[3] == ("127.0.0.1:10913", "127.0.0.1:10913;10003")
     assert restored.check_get_next_broker_id(C, B).header["nextBrokerId"] == "4"
+
+
+# ---- upstream's exact clean rules and remarks (ReplicasInfoManager.cleanBrokerData) -------------------
+
+def test_clean_without_ids_is_refused_while_the_set_has_a_master_even_a_dead_one():
+    m = elected(1, 1, 2)
+    result = m.check_clean_broker_data(C, B, None, False, alive_of())
+    assert result.code == RC.CONTROLLER_INVALID_CLEAN_BROKER_METADATA and result.event is None
+    assert result.remark == f"Broker {B} is still alive, clean up failure"
+
+
+def test_clean_without_ids_and_without_master_drops_the_set_even_with_live_members():
+    m = registered(1, 2)
+    result = m.check_clean_broker_data(C, B, None, False, alive_of(1, 2))
+    assert result.code == RC.SUCCESS and result.event == CleanBrokerDataEvent(B, None)
+    commit(m, result)
+    assert not m.is_contains_broker(B)
+
+
+def test_clean_remarks_and_check_order():
+    m = elected(1, 1, 2)
+    live = m.check_clean_broker_data(C, B, "2", False, alive_of(2))
+    assert live.remark == f"Broker [{B},  2] is still alive, clean up failure"
+    bad = m.check_clean_broker_data(C, B, "1;x", False, alive_of())
+    assert bad.code == RC.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+    assert bad.remark.startswith("Please set the option <brokerControllerIdsToClean> according to the format")
+    # liveness is checked before existence: an unknown set with a living id is "still alive"
+    assert m.check_clean_broker_data(C, "nope", "2", False, alive_of(2)).remark == \
+        "Broker [nope,  2] is still alive, clean up failure"
+    unknown = m.check_clean_broker_data(C, "nope", "1;2;3", True, alive_of())
+    assert unknown.code == RC.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+    assert unknown.remark == "Broker nope is not existed,clean broker data failure."
+
+
+def test_upstream_remarks_of_unknown_sets():
+    m = ReplicasInfoManager()
+    assert m.get_replica_info(B).remark == "Broker metadata is not existed"
+    assert m.check_alter_sync_state_set(B, 1, 1, {1}, 0, alive_of(1)).remark == "Broker metadata is not existed"
+    assert m.check_elect_master(B, 1, False, alive_of(1), no_live_info, False).remark == \
+        "Broker hasn't been registered"
+    reg = m.check_register_broker(C, B, 1, "a:1", alive_of(1))
+    assert reg.code == RC.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+    assert reg.remark == f"Broker-set: {B} hasn't been registered in controller"
+
+
+def test_controller_triggered_elect_failure_answers_an_empty_header():
+    m = _with_sss(1, {1, 2}, 1, 2, 3)
+    result = m.check_elect_master(B, -1, False, alive_of(3), no_live_info, False)
+    assert result.code == RC.CONTROLLER_MASTER_NOT_AVAILABLE and result.header == {}
+    assert result.remark == "Old master has down and failed to elect a new broker master"
+
+
+def test_sync_state_data_without_master_leaves_master_fields_out():
+    m = registered(1, 2)
+    table = json.loads(m.get_sync_state_data([B], alive_of(1)).body)["replicasInfoTable"]
+    assert "masterBrokerId" not in table[B] and "masterAddress" not in table[B]  # fastjson drops nulls
+    assert table[B]["masterEpoch"] == 0 and len(table[B]["notInSyncReplicas"]) == 2
