@@ -728,7 +728,7 @@ class BrokerController:
         from orbitmq.broker.processors.consumer_manage import ConsumerManageProcessor
         from orbitmq.broker.processors.pull import PullMessageProcessor
         from orbitmq.broker.processors.query import QueryMessageProcessor
-        from orbitmq.broker.processors.replica import ReplicaProcessor  # 1007, 1008 (controller mode)
+        from orbitmq.broker.processors.replica import ReplicaProcessor  # 907; 1007, 1008 (controller mode)
         from orbitmq.broker.processors.send import SendMessageProcessor
         from orbitmq.broker.processors.send_back import SendBackProcessor  # CONSUMER_SEND_MSG_BACK
 

@@ -62,11 +62,19 @@ async def test_epochs_roles_and_ha_status_of_each_replica(procs: ProcessRunner, 
         assert code == 0 and text.splitlines()[0].split()[-2:] == ["#Role", "#Epoch"]
 
         code, out, err = await asyncio.to_thread(_admin, ns, "haStatus", "-b", master, "--json")
-        if code == 0:
-            (status,) = json.loads(out)
-            assert status["master"] is True and len(status["haConnectionInfo"]) == 2
-        else:  # nobody serves 907 yet: the broker's own refusal reaches the operator
-            assert "haStatus" in err and "code" in err
+        assert code == 0, err
+        (status,) = json.loads(out)
+        assert status["master"] is True and status["inSyncSlaveNums"] == 2
+        assert len(status["haConnectionInfo"]) == 2
+        assert all(c["inSync"] and c["slaveAckOffset"] > 0 for c in status["haConnectionInfo"])
+        slave = sorted(everyone - {master})[0]
+        code, out, err = await asyncio.to_thread(_admin, ns, "haStatus", "-b", slave, "--json")
+        assert code == 0, err
+        (status,) = json.loads(out)
+        assert status["master"] is False and status["haConnectionInfo"] == []
+        assert status["haClientRuntimeInfo"]["activated"] is True and status["haClientRuntimeInfo"]["masterAddr"]
+        code, text, err = await asyncio.to_thread(_admin, ns, "haStatus", "-c", CLUSTER)
+        assert code == 0 and master in text, err
 
         code, _out, err = await asyncio.to_thread(_admin, ns, "getBrokerEpoch", "-b", "no-such-broker")
         assert code == 1 and "no-such-broker is not found" in err

@@ -128,6 +128,16 @@ async def test_master_slave_replicate_commitlog_and_metadata(procs, tmp_path: Pa
             return got if len(got) == MESSAGES else None
         assert await eventually(replicated, "messages on the slave") == bodies
 
+        # GET_BROKER_HA_STATUS (907, mqadmin haStatus): the master sees one slave caught up.
+        async def ha_status_caught_up() -> bool:
+            status = parse_json((await invoke_ok(client, master, RequestCode.GET_BROKER_HA_STATUS)).body)
+            conns = status["haConnectionInfo"]
+            return (status["master"] is True and len(conns) == 1 and conns[0]["diff"] == 0
+                    and conns[0]["slaveAckOffset"] == status["masterCommitLogMaxOffset"] and conns[0]["inSync"])
+        await eventually(ha_status_caught_up, "haStatus of the master with its slave caught up")
+        slave_status = parse_json((await invoke_ok(client, slave, RequestCode.GET_BROKER_HA_STATUS)).body)
+        assert slave_status["master"] is False and slave_status["haClientRuntimeInfo"]["activated"] is True
+
         # SlaveSynchronize: topic config, subscription group and consumer offset on the slave.
         async def metadata_copied() -> bool:
             topics = parse_json((await invoke_ok(client, slave, RequestCode.GET_ALL_TOPIC_CONFIG)).body)

@@ -372,5 +372,9 @@ class DefaultHAService:
         return [ClassicConnectionStatus(c.client_address, c.slave_ack_offset, c.transferred_bytes)
                 for c in self._connections]
 
+    def connection_objects(self) -> list:
+        """The live slave connections themselves (haStatus reads their counters)."""
+        return list(self._connections)
+
     def connection_count(self) -> int:
         return len(self._connections)

@@ -420,5 +420,9 @@ class AutoSwitchHAService:
             for c in self._connections
         ]
 
+    def connection_objects(self) -> list:
+        """The live slave connections themselves (haStatus reads their counters)."""
+        return list(self._connections)
+
     def connection_count(self) -> int:
         return len(self._connections)

@@ -1,5 +1,5 @@
-"""Controller-mode requests a broker serves: GET_BROKER_EPOCH_CACHE (1007) and
-NOTIFY_BROKER_ROLE_CHANGED (1008).
+"""Replication requests a broker serves: GET_BROKER_EPOCH_CACHE (1007) and
+NOTIFY_BROKER_ROLE_CHANGED (1008) in controller mode, GET_BROKER_HA_STATUS (907) in both modes.
 
 1008 is the controller leader's oneway push after an election (reference §1.11): the header
 names the master and its epochs, the body is the new SyncStateSet; the ReplicasManager applies
@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.ha.controller_client import SyncStateSet
+from orbitmq.broker.ha.runtime_info import TransferRateSampler, ha_runtime_info
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 
@@ -29,8 +30,10 @@ LONG_MAX = 2**63 - 1
 class ReplicaProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
+        self._rates = TransferRateSampler()
 
     def register(self) -> None:
+        self.broker.register_processor(RequestCode.GET_BROKER_HA_STATUS, self.get_broker_ha_status)
         self.broker.register_processor(RequestCode.GET_BROKER_EPOCH_CACHE, self.get_broker_epoch_cache)
         self.broker.register_processor(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, self.notify_broker_role_changed)
 
@@ -39,6 +42,14 @@ class ReplicaProcessor:
         if manager is None or not self.broker.config.enable_controller_mode:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "this request only for controllerMode ")
         return manager
+
+    async def get_broker_ha_status(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """HARuntimeInfo; a broker with no HA service (none started yet) answers as upstream's
+        AdminBrokerProcessor does when the store has no HA service: 1 SYSTEM_ERROR."""
+        if getattr(self.broker, "ha_service", None) is None or self.broker.message_store is None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "haService is null")
+        body = ha_runtime_info(self.broker, self._rates)
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(body))
 
     async def get_broker_epoch_cache(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         self._replicas_manager()
