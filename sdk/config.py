@@ -155,6 +155,26 @@ def load_properties(path: str | Path) -> dict[str, str]:
     return result
 
 
+def parse_properties_text(text: str) -> dict[str, str]:
+    """java.util.Properties.load for the key=value / key:value lines of a config body.
+
+    Lenient, unlike :func:`load_properties`: a line without a separator is a key with an empty
+    value (what the updateConfig request bodies of the NameServer and the Controller expect).
+    """
+    result: dict[str, str] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        cuts = [p for p in (stripped.find("="), stripped.find(":")) if p >= 0]
+        if cuts:
+            cut = min(cuts)
+            result[stripped[:cut].strip()] = stripped[cut + 1 :].strip()
+        else:
+            result[stripped] = ""
+    return result
+
+
 def parse_cli_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     """Parse "key=value" / "--key=value" items given on a command line."""
     result: dict[str, str] = {}

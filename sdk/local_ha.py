@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from orbitmq.common.net import accepts_connection
 from orbitmq.common.runtime import freeze_startup_objects
 
 CLUSTER = "DefaultCluster"
@@ -110,12 +111,8 @@ async def _wait_port(host: str, port: int, child: ChildProcess, deadline: float)
         if child.proc.returncode is not None:
             raise RuntimeError(f"{child.name} exited during start-up (exit code {child.proc.returncode}); "
                                f"log {child.log_path}:\n{child.log_tail()}")
-        try:
-            _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 0.5)
-            writer.close()
+        if await accepts_connection(host, port):
             return
-        except (OSError, TimeoutError):
-            pass
         if time.monotonic() > deadline:
             raise RuntimeError(f"{child.name} is not listening on {host}:{port} after {START_TIMEOUT_SECONDS:.0f}s; "
                                f"log {child.log_path}:\n{child.log_tail()}")

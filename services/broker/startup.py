@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -22,6 +20,7 @@ from orbitmq.broker.store.config import MessageStoreConfig
 from orbitmq.common.runtime import freeze_startup_objects
 from orbitmq.config import load_configs, parse_cli_overrides
 from orbitmq.log import setup_logging
+from orbitmq.startup import announce, stop_event_on_signals
 
 log = logging.getLogger("orbitmq.broker")
 
@@ -47,11 +46,7 @@ def load_broker_configs(config_file: str | None, overrides: dict[str, str]) -> t
 
 async def run_broker(broker_config: BrokerConfig, store_config: MessageStoreConfig) -> None:
     controller = BrokerController(broker_config, store_config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = stop_event_on_signals()
     try:
         await controller.start()
     except BaseException:
@@ -60,8 +55,7 @@ async def run_broker(broker_config: BrokerConfig, store_config: MessageStoreConf
     freeze_startup_objects()
     message = (f"The broker[{broker_config.broker_name}, {broker_config.broker_addr}] boot success. "
                f"serializeType=JSON and name server is {broker_config.namesrv_addr}")
-    log.info(message)
-    print(message, flush=True)
+    announce(log, message)
     try:
         await stop.wait()
     finally:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.common import fastjson
+from orbitmq.config import parse_properties_text
 from orbitmq.controller.config import ControllerConfig
 from orbitmq.controller.headers import (
     AlterSyncStateSetRequestHeader,
@@ -42,22 +43,6 @@ log = logging.getLogger("orbitmq.controller")
 NOT_LEADER_REMARK = "The controller is not in leader state"
 
 Handler = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand | None]]
-
-
-def parse_properties_text(text: str) -> dict[str, str]:
-    """java.util.Properties.load for the key=value / key:value lines of a config body."""
-    result: dict[str, str] = {}
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        cuts = [p for p in (stripped.find("="), stripped.find(":")) if p >= 0]
-        if cuts:
-            cut = min(cuts)
-            result[stripped[:cut].strip()] = stripped[cut + 1:].strip()
-        else:
-            result[stripped] = ""
-    return result
 
 
 class ControllerRequestProcessor:

@@ -11,47 +11,31 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 
-from orbitmq.config import load_configs, parse_cli_overrides
 from orbitmq.controller.config import ControllerConfig, ControllerConfigError
 from orbitmq.controller.manager import ControllerManager
 from orbitmq.log import setup_logging
+from orbitmq.startup import announce, load_server_configs, server_parser, stop_event_on_signals
 
 log = logging.getLogger("orbitmq.controller")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="orbitmq controller", description="Start an OrbitMQ Controller node.")
-    parser.add_argument("-c", "--configFile", dest="config_file", help="Controller config properties file")
-    parser.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true",
-                        help="Print all config items")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
-    return parser
+    return server_parser("orbitmq controller", "Start an OrbitMQ Controller node.",
+                         "Controller config properties file")
 
 
 def load_controller_config(argv: Sequence[str]) -> tuple[ControllerConfig, argparse.Namespace]:
-    args, extra = _parser().parse_known_args(list(argv))
-    overrides = parse_cli_overrides([*args.overrides, *extra])
-    (config,) = load_configs(args.config_file, overrides, ControllerConfig)
-    if args.config_file:
-        # runtime config updates are written back to the file the controller was started with
-        config.config_store_path = args.config_file
+    # runtime config updates are written back to the file the controller was started with
+    (config,), args = load_server_configs(_parser(), argv, ControllerConfig)
     return config, args
 
 
 async def run(config: ControllerConfig) -> int:
     manager = ControllerManager(config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
+    stop = stop_event_on_signals()
     try:
         await manager.start()
     except (OSError, ControllerConfigError) as exc:
@@ -60,8 +44,7 @@ async def run(config: ControllerConfig) -> int:
         return 1
     tip = (f"The Controller boot success. serializeType=JSON, id={config.controller_d_leger_self_id}, "
            f"address {manager.address}, raft {manager.raft.self_raft_address}")
-    log.info(tip)
-    print(tip, flush=True)
+    announce(log, tip)
     try:
         await stop.wait()
     finally:

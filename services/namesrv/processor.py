@@ -25,6 +25,7 @@ from orbitmq.common.route import (
     TopicRouteData,
     dump_json,
 )
+from orbitmq.config import parse_properties_text
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingCommandError
@@ -70,22 +71,6 @@ def suggest_todo(url: str) -> str:
 def crc32(data: bytes) -> int:
     """UtilAll.crc32: CRC32 masked to a non-negative Java int."""
     return zlib.crc32(data) & 0x7FFFFFFF
-
-
-def parse_properties_text(text: str) -> dict[str, str]:
-    """java.util.Properties.load for the simple key=value / key:value lines config bodies use."""
-    result: dict[str, str] = {}
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        cuts = [p for p in (stripped.find("="), stripped.find(":")) if p >= 0]
-        if cuts:
-            cut = min(cuts)
-            result[stripped[:cut].strip()] = stripped[cut + 1 :].strip()
-        else:
-            result[stripped] = ""
-    return result
 
 
 Handler = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand]]

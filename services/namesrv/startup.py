@@ -11,40 +11,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 
 from orbitmq.common.runtime import freeze_startup_objects
-from orbitmq.config import load_configs, parse_cli_overrides
 from orbitmq.controller.config import ControllerConfigError, NamesrvControllerConfig
 from orbitmq.controller.manager import ControllerManager
 from orbitmq.log import setup_logging
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.controller import NamesrvController
+from orbitmq.startup import announce, load_server_configs, server_parser, stop_event_on_signals
 
 log = logging.getLogger("orbitmq.namesrv")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="orbitmq namesrv", description="Start an OrbitMQ NameServer.")
-    parser.add_argument("-c", "--configFile", dest="config_file", help="Name server config properties file")
-    parser.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true",
-                        help="Print all config items")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
-    return parser
+    return server_parser("orbitmq namesrv", "Start an OrbitMQ NameServer.", "Name server config properties file")
 
 
 def load_namesrv_config(argv: Sequence[str]) -> tuple[NamesrvConfig, argparse.Namespace]:
     """The NameServer's config; ``args.controller_config`` holds the embedded controller's keys."""
-    args, extra = _parser().parse_known_args(list(argv))
-    overrides = parse_cli_overrides([*args.overrides, *extra])
-    config, args.controller_config = load_configs(args.config_file, overrides, NamesrvConfig,
-                                                  NamesrvControllerConfig)
-    if args.config_file:
-        # As upstream, runtime config updates are written back to the file the server was started with.
-        config.config_store_path = args.config_file
+    # As upstream, runtime config updates are written back to the file the server was started with.
+    (config, controller_config), args = load_server_configs(_parser(), argv, NamesrvConfig,
+                                                            NamesrvControllerConfig)
+    args.controller_config = controller_config
     return config, args
 
 
@@ -53,13 +43,7 @@ async def run(config: NamesrvConfig, controller_config: NamesrvControllerConfig 
     # enableControllerInNamesrv: a ControllerManager on its own port, in this process
     embedded = ControllerManager(controller_config or NamesrvControllerConfig()) \
         if config.enable_controller_in_namesrv else None
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
+    stop = stop_event_on_signals()
     try:
         await controller.start()
         if embedded is not None:
@@ -73,8 +57,7 @@ async def run(config: NamesrvConfig, controller_config: NamesrvControllerConfig 
     freeze_startup_objects()
     tip = (f"The Name Server boot success. serializeType=JSON, "
            f"address {config.bind_address}:{controller.port}")
-    log.info(tip)
-    print(tip, flush=True)
+    announce(log, tip)
     if embedded is not None:
         print(f"The Controller boot success. address {embedded.address}", flush=True)
     try:

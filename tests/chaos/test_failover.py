@@ -16,6 +16,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from orbitmq.bench.proxy_client import ProxyClient
@@ -53,6 +54,33 @@ def _fault(loads: list[ChaosLoad]) -> None:
         load.checker.mark_fault()
 
 
+@contextlib.asynccontextmanager
+async def _stopped_on_error(loads: list[ChaosLoad]) -> AsyncIterator[None]:
+    """Stop the loads if the block fails (on success the test drains them with _finish)."""
+    try:
+        yield
+    except BaseException:
+        for load in loads:
+            await load.stop()
+        raise
+
+
+async def _kill_master(cluster: HACluster, *checkers: DeliveryChecker,
+                       timeout: float = 30) -> tuple[str, str, float]:  # noqa: ASYNC109
+    """Once every replica is in sync, mark a fault on the checkers and kill -9 the master.
+
+    Returns the old and the new master's address and when the kill began.
+    """
+    await cluster.wait_all_in_sync()
+    old = await cluster.wait_master()
+    killed_at = time.monotonic()
+    for checker in checkers:
+        checker.mark_fault()
+    await cluster.kill(cluster.replica_at(old))
+    new = await cluster.wait_master(timeout=timeout, not_addr=old)
+    return old, new, killed_at
+
+
 async def _all_continue(loads: list[ChaosLoad], since: float, count: int = 20, timeout: float = 40) -> None:  # noqa: ASYNC109
     for load in loads:
         assert await load.wait_acked_since(since, count, timeout), (
@@ -82,43 +110,25 @@ async def _finish(cluster: HACluster, loads: list[ChaosLoad], drain: float = 45)
 async def test_kill_master_under_load_elects_a_new_master_and_clients_continue(ha_cluster: HACluster) -> None:
     cluster = ha_cluster
     loads = await _loads(cluster, "KillMaster")
-    try:
+    async with _stopped_on_error(loads):
         await _all_continue(loads, time.monotonic(), 30, 30)
-        await cluster.wait_all_in_sync()
-        old = await cluster.wait_master()
-        killed_at = time.monotonic()
-        _fault(loads)
-        await cluster.kill(cluster.replica_at(old))
-        new = await cluster.wait_master(timeout=30, not_addr=old)
+        old, new, killed_at = await _kill_master(cluster, *(load.checker for load in loads))
         assert new != old
         await _all_continue(loads, killed_at)
-    except BaseException:
-        for load in loads:
-            await load.stop()
-        raise
     await _finish(cluster, loads)
 
 
 async def test_kill_controller_leader_then_master(ha_cluster: HACluster) -> None:
     cluster = ha_cluster
     loads = await _loads(cluster, "KillLeader", fifo=False)
-    try:
+    async with _stopped_on_error(loads):
         await _all_continue(loads, time.monotonic(), 20, 30)
         leader = await cluster.controller_leader()
         await cluster.kill(leader)
         new_leader = await cluster.controller_leader(timeout=30)
         assert new_leader is not leader
-        await cluster.wait_all_in_sync()
-        old = await cluster.wait_master()
-        killed_at = time.monotonic()
-        _fault(loads)
-        await cluster.kill(cluster.replica_at(old))
-        await cluster.wait_master(timeout=40, not_addr=old)
+        _old, _new, killed_at = await _kill_master(cluster, *(load.checker for load in loads), timeout=40)
         await _all_continue(loads, killed_at)
-    except BaseException:
-        for load in loads:
-            await load.stop()
-        raise
     await _finish(cluster, loads)
 
 
@@ -129,35 +139,29 @@ async def test_stopped_slave_leaves_the_sync_state_set_and_rejoins(ha_cluster: H
     loads = await _loads(cluster, "Stop", fifo=False)
     master = await cluster.wait_master()
     slave = next(r for r in cluster.replicas if r.addr != master)
-    try:
-        cluster.pause(slave)
-        shrunk = await cluster.wait_sync_state(lambda sss: slave.addr not in sss, timeout=30)
-        assert master in shrunk
-        await _all_continue(loads, time.monotonic(), 30)
-        cluster.resume(slave)
-        await cluster.wait_sync_state(lambda sss: sss == everyone, timeout=40)
-        await _all_continue(loads, time.monotonic(), 10)
-    except BaseException:
-        cluster.resume(slave)
-        for load in loads:
-            await load.stop()
-        raise
+    async with _stopped_on_error(loads):
+        try:
+            cluster.pause(slave)
+            shrunk = await cluster.wait_sync_state(lambda sss: slave.addr not in sss, timeout=30)
+            assert master in shrunk
+            await _all_continue(loads, time.monotonic(), 30)
+            cluster.resume(slave)
+            await cluster.wait_sync_state(lambda sss: sss == everyone, timeout=40)
+            await _all_continue(loads, time.monotonic(), 10)
+        except BaseException:
+            cluster.resume(slave)
+            raise
     await _finish(cluster, loads)
 
 
 async def test_old_master_restarts_as_a_slave_with_the_new_epochs(ha_cluster: HACluster) -> None:
     cluster = ha_cluster
     loads = await _loads(cluster, "Rejoin", fifo=False)
-    try:
+    async with _stopped_on_error(loads):
         await _all_continue(loads, time.monotonic(), 30, 30)
-        await cluster.wait_all_in_sync()
-        old = await cluster.wait_master()
-        replica = cluster.replica_at(old)
-        _fault(loads)
-        await cluster.kill(replica)
-        new = await cluster.wait_master(timeout=30, not_addr=old)
+        old, new, _killed_at = await _kill_master(cluster, *(load.checker for load in loads))
         await _all_continue(loads, time.monotonic(), 20)
-        await cluster.start_replica(replica)
+        await cluster.start_replica(cluster.replica_at(old))
         # Back as a slave (brokerId >= 1 in the route), in the SyncStateSet again.
         deadline = time.monotonic() + 40
         while True:
@@ -167,10 +171,6 @@ async def test_old_master_restarts_as_a_slave_with_the_new_epochs(ha_cluster: HA
             assert time.monotonic() < deadline, f"old master not routed as a slave: {members}"
             await asyncio.sleep(0.3)
         await cluster.wait_sync_state(lambda sss: old in sss and new in sss, timeout=40)
-    except BaseException:
-        for load in loads:
-            await load.stop()
-        raise
     await _finish(cluster, loads)
     # Caught up: the same epochs (a divergent tail of the old epoch truncated) and the same end.
     deadline = time.monotonic() + 20
@@ -259,7 +259,7 @@ async def test_random_kill_restart_cycles_under_load(ha_cluster: HACluster) -> N
     rng = random.Random(int(os.environ.get("ORBITMQ_CHAOS_SEED", "20261126")))
     everyone = {r.addr for r in cluster.replicas}
     loads = await _loads(cluster, "Cycles")
-    try:
+    async with _stopped_on_error(loads):
         await _all_continue(loads, time.monotonic(), 20, 30)
         for cycle in range(CYCLES):
             await cluster.wait_sync_state(lambda sss: sss == everyone, timeout=40)
@@ -274,10 +274,6 @@ async def test_random_kill_restart_cycles_under_load(ha_cluster: HACluster) -> N
                 await cluster.wait_master(timeout=30, not_addr=master)
             await _all_continue(loads, killed_at, 5)
             await cluster.start_replica(victim)
-    except BaseException:
-        for load in loads:
-            await load.stop()
-        raise
     await cluster.wait_sync_state(lambda sss: sss == everyone, timeout=40)
     await _finish(cluster, loads)
 
@@ -348,12 +344,7 @@ async def test_official_client_keeps_sending_and_receiving_across_a_failover(ha_
         while len(acked_after) < 20:
             assert time.monotonic() < deadline, "the official producer did not get going"
             await asyncio.sleep(0.1)
-        await cluster.wait_all_in_sync()
-        old = await cluster.wait_master()
-        killed_at = time.monotonic()
-        checker.mark_fault()
-        await cluster.kill(cluster.replica_at(old))
-        await cluster.wait_master(timeout=30, not_addr=old)
+        _old, _new, killed_at = await _kill_master(cluster, checker)
         deadline = time.monotonic() + 40
         while sum(1 for t in acked_after if t > killed_at) < 20:
             assert time.monotonic() < deadline, f"official producer stalled after the failover: {checker.send_errors}"

@@ -405,3 +405,26 @@ async def test_re_elected_master_keeps_its_slaves_and_adds_the_epoch(cluster):
     await m.store.put_message(msg(1))
     await wait_until(caught_up(m, s), "the slave under epoch 2")
     assert [(e.epoch, e.start_offset) for e in s.ha.epoch_cache.all_entries()] == [(1, 0), (2, start2)]
+
+
+async def test_slave_catching_up_in_batches_that_end_inside_records_loses_nothing(cluster):
+    """The chaos-test loss: a slave behind the master's confirm offset (a restarted replica
+    catching up) takes it clamped to its own max, which a batch ending inside a record puts
+    inside that record. Dispatch used to skip that record "as corrupt" to the written end,
+    then every record up to a batch ending on a record boundary, and blank-filled the queues
+    over the skipped messages: on a new master they were never delivered."""
+    m = await cluster("m", broker_id=1, ha_transfer_batch_size=1000)  # records are ~350 bytes
+    s = await cluster("s", broker_id=2)
+    await promote(m, 1, {1})  # SSS {1}: the master's confirm offset is its max, ahead of the slave
+    for i in range(120):
+        assert (await m.store.put_message(msg(i, qid=i % 3))).status is PutMessageStatus.PUT_OK
+    await demote(s, m, 1, 2)
+    await wait_until(caught_up(m, s), "the slave to catch up")
+    await wait_until(lambda: s.store.dispatch_behind_bytes() == 0
+                     and s.store.get_confirm_offset() == m.store.get_max_phy_offset(), "the slave to dispatch")
+    for qid in range(3):
+        cq = s.store.get_consume_queue("T", qid)
+        entries = [cq.get_entry(i) for i in range(cq.get_max_offset_in_queue())]
+        assert [e for e in entries if e[1] == 0x7FFFFFFF] == [], f"queue {qid} has blank entries"
+        assert len(bodies(s.store, qid=qid)) == 40
+        assert bodies(s.store, qid=qid) == bodies(m.store, qid=qid)

@@ -6,13 +6,9 @@ import asyncio
 import socket
 import time
 
+from orbitmq.common.net import accepts_connection, free_port
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (bind to 0 and let the kernel choose)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+__all__ = ["async_wait_for_port", "free_port", "port_open", "wait_for_port"]
 
 
 def port_open(host: str, port: int, timeout: float = 0.2) -> bool:
@@ -38,12 +34,8 @@ async def async_wait_for_port(host: str, port: int, timeout: float = 10.0) -> No
     """The same, without blocking the event loop."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 0.5)
-            writer.close()
+        if await accepts_connection(host, port):
             return
-        except (OSError, TimeoutError):
-            pass
         if time.monotonic() >= deadline:
             raise TimeoutError(f"nothing listening on {host}:{port} after {timeout:.1f}s")
         await asyncio.sleep(0.05)

@@ -317,6 +317,9 @@ class _Store:
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self.dispatched_store_timestamp = 0
 
+    def _redispatch_consume_queue_gap(self, cq: ConsumeQueue) -> bool:
+        return False  # no reput service to dispatch again: a queue gap is blank-filled
+
     def files(self) -> list:
         return sorted((t, q, mf.file_name, mf.wrote_position, bytes(mf.mm))
                       for t, queues in self.consume_queue_table.items() for q, cq in queues.items()

@@ -39,6 +39,14 @@ class ConsumeQueue:
         # End (offset + size) of the CommitLog record behind the last entry; -1 when empty.
         self.max_physic_offset = -1
         self.min_logic_offset = 0
+        # Called as on_gap(cq) when a record arrives with a queue offset past the queue's end
+        # while the queue has entries: True when the owner re-dispatches the CommitLog from the
+        # queue's last entry (the records of the missing entries come again, in order), False to
+        # fill the gap with blanks as RocketMQ does. None: blanks.
+        self.on_gap: Callable[[ConsumeQueue], bool] | None = None
+        # (CommitLog offset, queue end) of the record whose gap asked for a re-dispatch: met
+        # again at the same queue end, the re-dispatch found nothing to fill it with.
+        self._gap_pending: tuple[int, int] | None = None
 
     # --- load / recover ------------------------------------------------------------------
     def load(self) -> None:
@@ -259,6 +267,8 @@ def put_message_position_info(cq: ConsumeQueue, offset: int, size: int, tags_cod
         log.warning("build consume queue repeatedly: %s-%d expect %d current %d", cq.topic,
                     cq.queue_id, expect, current)
         return True
+    if current < expect and _redispatch_gap(cq, offset, current, expect):
+        return False
     while current < expect:
         log.error("[BUG] logic queue order maybe wrong: %s-%d expect %d current %d; filling blanks",
                   cq.topic, cq.queue_id, expect, current)
@@ -269,6 +279,31 @@ def put_message_position_info(cq: ConsumeQueue, offset: int, size: int, tags_cod
     mf.append(CQ_ENTRY.pack(offset, size, tags_code))
     cq.max_physic_offset = offset + size
     return True
+
+
+def _redispatch_gap(cq: ConsumeQueue, offset: int, current: int, expect: int) -> bool:
+    """A record at CommitLog ``offset`` wants queue slot ``expect`` but the queue ends at
+    ``current``: the records owning the slots between were not dispatched (yet). True when the
+    owner re-dispatches them from the CommitLog (nothing is written now); False when the gap is
+    to be filled with blanks: no owner, or a re-dispatch already came back to this same gap."""
+    on_gap = cq.on_gap
+    if on_gap is None:
+        return False
+    pending = cq._gap_pending
+    if pending == (offset, current):
+        cq._gap_pending = None
+        log.error("%s-%d: no record in the CommitLog owns queue offsets %d..%d (before the record at %d)",
+                  cq.topic, cq.queue_id, current // CQ_STORE_UNIT_SIZE, expect // CQ_STORE_UNIT_SIZE - 1, offset)
+        return False
+    if pending is None or pending[1] != current:
+        cq._gap_pending = (offset, current)
+        log.warning("%s-%d: the record at CommitLog offset %d has queue offset %d but the queue ends at %d; "
+                    "re-dispatching from the CommitLog", cq.topic, cq.queue_id, offset,
+                    expect // CQ_STORE_UNIT_SIZE, current // CQ_STORE_UNIT_SIZE)
+    if on_gap(cq):
+        return True
+    cq._gap_pending = None
+    return False
 
 
 _py_put_message_position_info = put_message_position_info

@@ -241,6 +241,7 @@ class MessageStore:
                 if not qname.lstrip("-").isdigit():
                     continue
                 cq = ConsumeQueue(topic, int(qname), root, self.config.mapped_file_size_consume_queue)
+                cq.on_gap = self._redispatch_consume_queue_gap
                 cq.load()
                 self.consume_queue_table.setdefault(topic, {})[int(qname)] = cq
 
@@ -267,6 +268,17 @@ class MessageStore:
     def _dispatch_consume_queue(self, req: DispatchRequest) -> None:
         # The module-level dispatch_consume_queue, compiled where the accelerator was built.
         dispatch_consume_queue(self, req)
+
+    def _redispatch_consume_queue_gap(self, cq: ConsumeQueue) -> bool:
+        """A record came with a queue offset past ``cq``'s end: the records owning the slots
+        between lie in the CommitLog after the queue's last entry, not dispatched. Dispatch
+        starts again there (instead of filling the slots with blanks, which would hide those
+        messages for good); True when it will."""
+        rs = self.reput_service
+        if rs is None:
+            return False
+        rs.request_redispatch(max(cq.max_physic_offset, self.commit_log.get_min_offset(), 0))
+        return True
 
     def _recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
@@ -568,6 +580,7 @@ class MessageStore:
         cq = queues.get(queue_id)
         if cq is None:
             cq = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue)
+            cq.on_gap = self._redispatch_consume_queue_gap
             queues[queue_id] = cq
         return cq
 

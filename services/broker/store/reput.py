@@ -55,6 +55,17 @@ class ReputMessageService:
         # Replication gating (reference §3.7): when set, records are dispatched only if they end
         # at or before this offset (the store's confirm offset); None: up to the CommitLog max.
         self.end_offset_fn: Callable[[], int] | None = None
+        # Where a dispatcher asked dispatch to start again (a ConsumeQueue met a record whose
+        # queue offset lies past its end: request_redispatch); None when nobody did.
+        self._redispatch_from: int | None = None
+
+    def request_redispatch(self, offset: int) -> None:
+        """Dispatch again from the record boundary ``offset`` (at or before the current reput
+        offset) once the record being dispatched is done. Records already in a ConsumeQueue or
+        the index are recognised and skipped there."""
+        pending = self._redispatch_from
+        if pending is None or offset < pending:
+            self._redispatch_from = offset
 
     def end_offset(self) -> int:
         """Where dispatch may go up to now: the CommitLog max, or the confirm offset if lower."""
@@ -111,6 +122,12 @@ class ReputMessageService:
             self.reput_from_offset = min_offset
         end_fn = self.end_offset_fn
         while True:
+            rewind = self._redispatch_from
+            if rewind is not None:
+                self._redispatch_from = None
+                if rewind < self.reput_from_offset:
+                    log.warning("dispatching again from CommitLog offset %d (was at %d)", rewind, self.reput_from_offset)
+                    self.reput_from_offset = rewind
             end = cl.get_max_offset()
             gated = False
             if end_fn is not None:
@@ -178,6 +195,7 @@ class ReputMessageService:
                     continue
                 break
             mm = mf.mm
+            incomplete = False
             while pos < limit and done < max_records:
                 if handoff and handoff[0].commit_log_offset <= self.reput_from_offset:
                     break  # handed off from here on (or stale entries to drop)
@@ -195,11 +213,19 @@ class ReputMessageService:
                     log.error("[BUG] read total count not equals msg total size at %d", self.reput_from_offset)
                     pos += size
                     self.reput_from_offset += size
+                elif not mf.is_full() and _incomplete_record(mm, pos, limit, mf.file_size):
+                    # A record whose bytes are still arriving (a replica appends the master's
+                    # batches, which end anywhere): dispatched once it is whole. Skipping it
+                    # would leave the reput offset inside it and lose every record after it.
+                    incomplete = True
+                    break
                 else:
                     log.error("[BUG] dispatch to consume queue failed at CommitLog offset %d; skipping the "
                               "rest of segment %s", self.reput_from_offset, mf.file_name)
                     self.reput_from_offset += limit - pos
                     break
+            if incomplete and self._redispatch_from is None:
+                break
         return done
 
     def _reput_gated(self, end: int, max_records: int, notify: bool) -> int:
@@ -226,6 +252,8 @@ class ReputMessageService:
                     self.reput_from_offset = cl.roll_next_file(offset)
                     continue
                 if not req.success:
+                    if not mf.is_full() and _incomplete_record(mf.mm, pos, mf.wrote_position, mf.file_size):
+                        break  # the rest of it is still to come
                     log.error("[BUG] undecodable record at CommitLog offset %d below the confirm offset", offset)
                     break
             if offset + req.msg_size > end:
@@ -332,6 +360,16 @@ def dispatch_handed_off(service: ReputMessageService, offset: int, done: int, ma
 
 
 _py_dispatch_handed_off = dispatch_handed_off
+
+
+def _incomplete_record(mm, pos: int, limit: int, file_size: int) -> bool:
+    """The bytes at ``pos`` are the start of a record that goes on past ``limit`` (the written
+    end of its segment): too short to hold the size and magic, or a message header whose size
+    reaches beyond what is written but still fits the segment."""
+    if pos + 8 > limit:
+        return True
+    total, magic = SIZE_MAGIC.unpack_from(mm, pos)
+    return magic == MESSAGE_MAGIC_CODE and pos + total > limit and 0 < total <= file_size - pos
 
 
 def _has_cq_entry(sys_flag: int) -> bool:

@@ -8,7 +8,9 @@ side is a fake host and HA service that record what the manager asked of them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -226,14 +228,23 @@ def _manager(host: FakeHost, ha: FakeHA) -> ReplicasManager:
     return ReplicasManager(host, ha, FakeEpochCache(), ControllerClient(host.config, timeout=2.0))
 
 
+@contextlib.asynccontextmanager
+async def _running(manager: ReplicasManager) -> AsyncIterator[None]:
+    """Start the manager, wait until it is RUNNING, and shut it down after the block."""
+    await manager.start()
+    try:
+        await _wait(lambda: manager.state is State.RUNNING, "RUNNING")
+        yield
+    finally:
+        await manager.shutdown()
+
+
 async def test_first_broker_registers_elects_itself_and_runs_as_master(tmp_path: Path) -> None:
     async with ScriptedController() as ctl:
         host, ha = FakeHost(tmp_path, ctl.addr), FakeHA()
         manager = _manager(host, ha)
         assert host.fenced and manager.state is State.INITIAL  # fenced from construction
-        await manager.start()
-        try:
-            await _wait(lambda: manager.state is State.RUNNING, "RUNNING")
+        async with _running(manager):
             assert ctl.codes()[:5] == [1005, 1012, 1013, 1003, 1002]
             assert manager.broker_controller_id == 1 and ha.local_broker_id == 1
             assert (tmp_path / "brokerIdentity").read_text() == "C#b#1"
@@ -253,8 +264,6 @@ async def test_first_broker_registers_elects_itself_and_runs_as_master(tmp_path:
             # Never registered with the NameServers while fenced; registered as id 0 once running.
             assert host.registrations and all(not fenced for _, _, fenced in host.registrations)
             assert host.registrations[-1][:2] == (0, 1)
-        finally:
-            await manager.shutdown()
 
 
 async def test_second_broker_becomes_slave_and_learns_master_ha_address(tmp_path: Path) -> None:
@@ -265,9 +274,7 @@ async def test_second_broker_becomes_slave_and_learns_master_ha_address(tmp_path
         # The master has not registered with the NameServer yet: no HA address in the answer.
         host.register_result = RegisterBrokerResult(None, None)
         manager = _manager(host, ha)
-        await manager.start()
-        try:
-            await _wait(lambda: manager.state is State.RUNNING, "RUNNING")
+        async with _running(manager):
             assert RequestCode.CONTROLLER_ELECT_MASTER not in ctl.codes()  # register named a master
             assert ha.calls == [("slave", None, 3, 2)]
             assert host.config.broker_id == 2 and host.store_config.broker_role == SLAVE
@@ -282,17 +289,13 @@ async def test_second_broker_becomes_slave_and_learns_master_ha_address(tmp_path
             count = len(host.registrations)
             await asyncio.sleep(0.2)
             assert len(host.registrations) == count  # the retry stopped
-        finally:
-            await manager.shutdown()
 
 
 async def test_role_changes_only_on_a_newer_epoch(tmp_path: Path) -> None:
     async with ScriptedController() as ctl:
         host, ha = FakeHost(tmp_path, ctl.addr), FakeHA()
         manager = _manager(host, ha)
-        await manager.start()
-        try:
-            await _wait(lambda: manager.state is State.RUNNING, "RUNNING")
+        async with _running(manager):
             ha.calls.clear()
             # Stale or equal epochs are ignored, whoever they name.
             assert not await manager.change_broker_role(5, "127.0.0.1:1", 1, 9, {5})
@@ -307,17 +310,13 @@ async def test_role_changes_only_on_a_newer_epoch(tmp_path: Path) -> None:
             assert ha.calls[-1] == ("master", 3) and host.config.broker_id == 0
             assert manager.sync_state_set == {1} and manager.sync_state_set_epoch == 10
             assert host.state_version == 3 and host.special == [True, False, True]
-        finally:
-            await manager.shutdown()
 
 
 async def test_sync_state_set_expand_and_shrink_send_alter(tmp_path: Path) -> None:
     async with ScriptedController() as ctl:
         host, ha = FakeHost(tmp_path, ctl.addr), FakeHA()
         manager = _manager(host, ha)
-        await manager.start()
-        try:
-            await _wait(lambda: manager.state is State.RUNNING, "RUNNING")
+        async with _running(manager):
             ctl.ids[2] = ("127.0.0.1:2", "x")
             # Expand: the HA service's listener proposes {1, 2} at the current sssEpoch (1).
             await ha.sync_state_set_listener({1, 2}, 1)
@@ -340,17 +339,13 @@ async def test_sync_state_set_expand_and_shrink_send_alter(tmp_path: Path) -> No
             ha.sss = {1, 2}
             assert not await manager.alter_sync_state_set({1, 2}, 3)
             assert manager.sync_state_set == {1} and ha.sss == {1}
-        finally:
-            await manager.shutdown()
 
 
 async def test_poll_follows_a_new_master_and_reregisters_on_2008(tmp_path: Path) -> None:
     async with ScriptedController() as ctl:
         host, ha = FakeHost(tmp_path, ctl.addr), FakeHA()
         manager = _manager(host, ha)
-        await manager.start()
-        try:
-            await _wait(lambda: manager.state is State.RUNNING, "RUNNING")
+        async with _running(manager):
             ctl.ids[4] = ("127.0.0.1:4", "x")
             ctl.master_id, ctl.master_epoch, ctl.sss = 4, 5, {4}
             await manager.sync_broker_metadata()
@@ -364,8 +359,6 @@ async def test_poll_follows_a_new_master_and_reregisters_on_2008(tmp_path: Path)
             ctl.master_id, ctl.master_epoch = None, 6
             await manager.sync_broker_metadata()
             assert ctl.master_id == 1 and ha.calls[-1] == ("master", 7) and host.config.broker_id == 0
-        finally:
-            await manager.shutdown()
 
 
 async def test_not_leader_answer_rediscovers_the_leader(tmp_path: Path) -> None:
@@ -437,9 +430,7 @@ async def test_queued_alter_uses_the_epoch_of_the_one_before(tmp_path: Path) -> 
     async with ScriptedController() as ctl:
         host, ha = FakeHost(tmp_path, ctl.addr), FakeHA()
         manager = _manager(host, ha)
-        await manager.start()
-        try:
-            await _wait(lambda: manager.state is State.RUNNING, "RUNNING")
+        async with _running(manager):
             ctl.ids[2] = ctl.ids[3] = ("127.0.0.1:2", "x")
             # Two listener calls before the first answer: both report sssEpoch 1.
             await asyncio.gather(ha.sync_state_set_listener({1, 2}, 1), ha.sync_state_set_listener({1, 2, 3}, 1))
@@ -448,5 +439,3 @@ async def test_queued_alter_uses_the_epoch_of_the_one_before(tmp_path: Path) -> 
                               {"syncStateSet": [1, 2, 3], "syncStateSetEpoch": 2}]
             assert manager.sync_state_set == {1, 2, 3} and manager.sync_state_set_epoch == 3
             assert ha.sss == {1, 2, 3} and ha.sss_epoch == 3
-        finally:
-            await manager.shutdown()

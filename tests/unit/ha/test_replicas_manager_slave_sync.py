@@ -110,7 +110,7 @@ async def test_epoch_cache_and_role_notification_processors(tmp_path: Path) -> N
             await client.close()
 
 
-def test_processor_registers_both_codes() -> None:
+def test_processor_registers_the_replication_codes() -> None:
     registered: dict[int, Any] = {}
 
     class _Broker:
@@ -118,4 +118,5 @@ def test_processor_registers_both_codes() -> None:
             registered[int(code)] = processor
 
     ReplicaProcessor(_Broker()).register()  # type: ignore[arg-type]
-    assert set(registered) == {RequestCode.GET_BROKER_EPOCH_CACHE, RequestCode.NOTIFY_BROKER_ROLE_CHANGED}
+    assert set(registered) == {RequestCode.GET_BROKER_HA_STATUS, RequestCode.GET_BROKER_EPOCH_CACHE,
+                               RequestCode.NOTIFY_BROKER_ROLE_CHANGED}

@@ -11,6 +11,7 @@ from orbitmq.broker.ha.epoch_file import EpochFileCache
 from orbitmq.broker.ha.ha_service import AutoSwitchHAService
 from orbitmq.broker.processors.store_results import map_put_result
 from orbitmq.broker.store.config import SLAVE, SYNC_MASTER, MessageStoreConfig
+from orbitmq.broker.store.consume_queue import is_blank_entry
 from orbitmq.broker.store.message_store import MessageStore
 from orbitmq.broker.store.model import GetMessageStatus, MessageExtBrokerInner, PutMessageStatus
 from orbitmq.common.message_codec import decode_record
@@ -300,3 +301,115 @@ async def test_epoch_prefix_follows_the_commit_log_min_offset(stores, tmp_path):
     assert [e.epoch for e in ha.epoch_cache.all_entries()] == [2, 3]
     await ha.truncate_epoch_file_prefix()
     assert [e.epoch for e in ha.epoch_cache.all_entries()] == [2, 3]
+
+
+def blank_entries(s: MessageStore, topic: str = "T", qid: int = 0) -> list[int]:
+    """Queue offsets whose ConsumeQueue entry is a blank filler."""
+    cq = s.get_consume_queue(topic, qid)
+    if cq is None:
+        return []
+    return [i for i in range(cq.get_max_offset_in_queue()) if is_blank_entry(*cq.get_entry(i)[:2])]
+
+
+def cq_entries(s: MessageStore, topic: str = "T", qid: int = 0) -> list[tuple[int, int, int]]:
+    cq = s.get_consume_queue(topic, qid)
+    return [cq.get_entry(i) for i in range(cq.get_max_offset_in_queue())] if cq is not None else []
+
+
+async def test_catching_up_slave_waits_for_a_record_cut_by_a_batch_end(stores, tmp_path):
+    """The chaos loss: a slave behind the master's confirm offset takes it clamped to its own max
+    (reference §3.5), which a batch ending inside a record puts inside that record. Dispatch
+    must wait for the rest of the record, not skip to the written end: that left the reput
+    offset inside a record, lost every record up to a batch that happened to end on a record
+    boundary, and the records after it then blank-filled the queues over the skipped messages."""
+    master = await stores("m", mapped_file_size_commit_log=1 << 20)
+    results = [await master.put_message(msg(i, qid=i % 2)) for i in range(40)]
+    boundaries = {0} | {r.append_message_result.wrote_offset + r.append_message_result.wrote_bytes for r in results}
+    data = raw_log(master)
+    slave = await stores("s", broker_role=SLAVE, mapped_file_size_commit_log=1 << 20)
+    slave_ha(slave, tmp_path, "s")
+    master_confirm = len(data)  # the master's SyncStateSet acked everything: the slave is behind it
+    offset = 0
+    while offset < len(data):
+        chunk = data[offset: offset + 1000]  # records are ~300 bytes: most batches end inside one
+        assert slave.append_to_commit_log(offset, chunk)
+        offset += len(chunk)
+        slave.set_confirm_offset(min(master_confirm, slave.get_max_phy_offset()))  # as the HA client does
+        slave.reput_service.do_reput()
+        assert slave.get_reput_from_offset() in boundaries  # never inside a record
+        assert slave.get_max_phy_offset() - slave.get_reput_from_offset() < 400  # waits on the cut record only
+    # Caught up; new records arrive whole from here on.
+    for i in range(40, 50):
+        await master.put_message(msg(i, qid=i % 2))
+    data = raw_log(master)
+    assert slave.append_to_commit_log(offset, data[offset:])
+    slave.set_confirm_offset(len(data))
+    await settle(slave)
+    for qid in (0, 1):
+        assert blank_entries(slave, qid=qid) == []
+        assert cq_entries(slave, qid=qid) == cq_entries(master, qid=qid)
+        assert bodies(slave, qid=qid) == bodies(master, qid=qid)
+        assert len(bodies(slave, qid=qid)) == 25
+
+
+async def test_gated_dispatch_waits_quietly_for_a_partial_record(stores, tmp_path, caplog):
+    master = await stores("m", mapped_file_size_commit_log=1 << 20)
+    for i in range(6):
+        await master.put_message(msg(i))
+    data = raw_log(master)
+    slave = await stores("s", broker_role=SLAVE, mapped_file_size_commit_log=1 << 20)
+    slave_ha(slave, tmp_path, "s")
+    cut = len(data) - 50  # the last record arrives in two parts
+    assert slave.append_to_commit_log(0, data[:cut])
+    slave.set_confirm_offset(cut - 10)  # gated: the confirm offset lies inside the partial record
+    slave.reput_service.do_reput()
+    assert slave.get_max_offset_in_queue("T", 0) == 5
+    assert not [r for r in caplog.records if "[BUG]" in r.getMessage()]
+    assert slave.append_to_commit_log(cut, data[cut:])
+    slave.set_confirm_offset(len(data))
+    await settle(slave)
+    assert len(bodies(slave)) == 6 and blank_entries(slave) == []
+
+
+async def test_queue_gap_is_redispatched_from_the_commit_log_not_blank_filled(stores, tmp_path):
+    """Defence in depth: should dispatch ever pass records by (here: the reput offset moved past
+    three of them by hand), the first record after them finds its queue short. The queue asks
+    for a re-dispatch from its last entry, so the skipped records get their real entries."""
+    s = await stores("a", broker_role=SLAVE)
+    slave_ha(s, tmp_path, "a")
+    master = await stores("m")
+    results = [await master.put_message(msg(i, qid=i % 2)) for i in range(20)]
+    data = raw_log(master)
+    assert s.append_to_commit_log(0, data)
+    ends = [r.append_message_result.wrote_offset + r.append_message_result.wrote_bytes for r in results]
+    s.set_confirm_offset(ends[5])
+    s.reput_service.do_reput()
+    assert s.get_max_offset_in_queue("T", 0) == 3 and s.get_max_offset_in_queue("T", 1) == 3
+    s.reput_service.reput_from_offset = ends[11]  # records 6..11 (queue offsets 3..5 of each) skipped
+    s.set_confirm_offset(len(data))
+    await settle(s)
+    for qid in (0, 1):
+        assert blank_entries(s, qid=qid) == []
+        assert cq_entries(s, qid=qid) == cq_entries(master, qid=qid)
+        assert bodies(s, qid=qid) == bodies(master, qid=qid)
+
+
+async def test_queue_gap_no_record_owns_is_filled_once(stores, tmp_path):
+    """A gap that no record in the CommitLog owns (queue offsets never assigned) still ends in
+    blanks after one re-dispatch: dispatch never loops on it."""
+    master = await stores("m")
+    for i in range(3):
+        await master.put_message(msg(i))
+    master.commit_log.topic_queue_table[("T", 0)] += 4  # queue offsets 3..6 never used
+    for i in range(3, 5):
+        await master.put_message(msg(i))
+    await settle(master)
+    assert blank_entries(master) == [3, 4, 5, 6]
+    assert len(bodies(master)) == 5
+    s = await stores("s", broker_role=SLAVE)
+    slave_ha(s, tmp_path, "s")
+    data = raw_log(master)
+    assert s.append_to_commit_log(0, data)
+    s.set_confirm_offset(len(data))
+    await settle(s)
+    assert cq_entries(s) == cq_entries(master)
