@@ -93,6 +93,8 @@ async def test_fenced_until_running_then_master_as_broker_id_0(tmp_path: Path,
             await _wait(lambda: broker.replicas_manager.state is State.RUNNING, "RUNNING")
             assert not broker.fenced
             assert broker.config.broker_id == 0 and broker.store_config.broker_role == "SYNC_MASTER"
+            # The promotion's registration is sent in the background: wait for it to arrive.
+            await _wait(lambda: bool(namesrv.registrations), "the master's registration")
             assert namesrv.registrations[-1] == (0, 1)  # brokerId 0, stateVersion = masterEpoch 1
             response = await _send(client, broker.config.broker_addr)
             assert response.code == ResponseCode.SUCCESS, response.remark
