@@ -223,7 +223,8 @@ class LocalCluster:
         (namesrv_cfg,) = load_configs(None, values, NamesrvConfig)
         broker_values = {
             "brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": "0",
-            "brokerIP1": self.host, "listenPort": str(self.broker_port), "haListenPort": str(self.broker_port + 1),
+            "brokerIP1": self.host, "listenPort": str(self.broker_port),
+            # haListenPort: the default, listenPort + 1, or a free port when that one is taken.
             "namesrvAddr": self.namesrv_addr, "storePathRootDir": str(self.data_dir / "store"),
             "autoCreateTopicEnable": "true", "autoCreateSubscriptionGroup": "true", "flushDiskType": "ASYNC_FLUSH",
         }

@@ -169,7 +169,9 @@ class HALocalCluster:
         port = self.broker_ports[index]
         values = {"brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, **HA_BROKER_SETTINGS,
                   "controllerAddr": self.controller_addr, "brokerIP1": self.host, "listenPort": str(port),
-                  "haListenPort": str(port + 1), "namesrvAddr": self.namesrv_addr,
+                  # haListenPort left to its default, listenPort + 1, which falls back to a free port
+                  # when taken (slaves learn it from the NameServer).
+                  "namesrvAddr": self.namesrv_addr,
                   "storePathRootDir": str(self.data_dir / f"broker-a-{index}"), "autoCreateTopicEnable": "true",
                   "autoCreateSubscriptionGroup": "true", "flushDiskType": "ASYNC_FLUSH"}
         broker_keys = set(BrokerConfig.config_keys()) | set(MessageStoreConfig.config_keys())

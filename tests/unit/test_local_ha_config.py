@@ -28,6 +28,7 @@ def test_controller_and_broker_configs_load_and_agree(tmp_path: Path) -> None:
         assert broker.controller_addr == "127.0.0.1:1001;127.0.0.1:1002;127.0.0.1:1003"
         assert store.all_ack_in_sync_state_set and store.min_in_sync_replicas == 1
         assert store.max_message_size == 1024  # a broker override reaches every replica
+        broker.resolve_defaults()  # haListenPort: listenPort + 1 by default, as the broker resolves it
         ports.add((broker.listen_port, broker.ha_listen_port))
     assert ports == {(3001, 3002), (3011, 3012), (3021, 3022)}
     assert HA_BROKER_SETTINGS["allAckInSyncStateSet"] == "true"
