@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import importlib
 import inspect
+import os
 import sys
 from collections.abc import Sequence
 
@@ -34,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.parse_args(args)
         parser.print_help(sys.stderr)
         return 2
+    if args[0] == "failover":
+        # It restarts killed replicas from a process whose gRPC proxy is live: gRPC's fork handlers
+        # (read when grpc is imported) broke the restarted child's epoll (SIGABRT) in our runs.
+        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
     module = importlib.import_module(BENCHMARKS[args[0]][0])
     result = module.main(args[1:])
     if inspect.isawaitable(result):
