@@ -122,12 +122,17 @@ async def test_ha_port_is_listen_port_plus_one_or_free_when_taken(tmp_path: Path
     finally:
         await broker.shutdown()
     # listenPort + 1 taken by someone else: a free port, registered as the HA address.
-    port = free_port()
-    with socket.socket() as blocker:
+    blocker = socket.socket()
+    for _ in range(50):  # a free port whose neighbour this test can occupy itself
+        port = free_port()
         try:
             blocker.bind(("0.0.0.0", port + 1))
+            break
         except OSError:
-            pytest.skip("port + 1 already taken")
+            continue
+    else:
+        raise AssertionError("found no free port whose neighbour was free too")
+    with blocker:
         blocker.listen()
         broker = _broker(tmp_path / "b", listenPort=str(port))
         await broker.start()
