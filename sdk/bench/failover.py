@@ -16,47 +16,23 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import tempfile
 import time
 from collections.abc import Sequence
 
 from orbitmq.bench.proxy_client import ProxyClient
+from orbitmq.common.net import free_port_pair, free_ports
 from orbitmq.local_ha import HALocalCluster
 from orbitmq.log import setup_logging
 
 TOPIC = "OrbitFailoverBench"
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _free_broker_ports() -> tuple[int, ...]:
-    """Three ports whose next port (the HA port) is free too."""
-    out: list[int] = []
-    while len(out) < 3:
-        (port,) = _free_ports(1)
-        with contextlib.suppress(OSError), socket.socket() as s:
-            s.bind(("127.0.0.1", port + 1))
-            out.append(port)
-    return tuple(out)
-
-
 def build_cluster(data_dir: str, log_level: str = "WARNING") -> HALocalCluster:
-    ports = _free_ports(8)
+    ports = free_ports(8)
     return HALocalCluster(data_dir, namesrv_port=ports[0], proxy_port=ports[1], controller_ports=tuple(ports[2:5]),
-                          raft_ports=tuple(ports[5:8]), broker_ports=_free_broker_ports(), log_level=log_level)
+                          raft_ports=tuple(ports[5:8]), broker_ports=tuple(free_port_pair() for _ in range(3)), log_level=log_level)
 
 
 async def wait_all_in_sync(cluster: HALocalCluster, timeout: float) -> bool:  # noqa: ASYNC109

@@ -17,10 +17,10 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from orbitmq.bench.failover import _free_broker_ports, _free_ports
 from orbitmq.bench.load import LoadOptions, run_send_load
 from orbitmq.bench.scenario import start_local, stop_local
 from orbitmq.bench.stats import format_summary
+from orbitmq.common.net import free_port_pair, free_ports
 from orbitmq.local_ha import BROKER_NAME, sync_state_set
 
 TOPIC = "OrbitReplicasBench"
@@ -30,9 +30,9 @@ HA_START_TIMEOUT_SECONDS = 180.0
 def start_local_ha(data_dir: str) -> tuple[subprocess.Popen, str, list[str]]:
     """`orbitmq local --ha` in a child process; (process, proxy endpoint, controller addresses)
     once it is ready."""
-    ports = _free_ports(8)
+    ports = free_ports(8)
     controllers = [f"127.0.0.1:{p}" for p in ports[2:5]]
-    broker_ports = _free_broker_ports()
+    broker_ports = tuple(free_port_pair() for _ in range(3))
     proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "local", "--ha", "--data-dir", data_dir,
                              "--namesrv-port", str(ports[0]), "--proxy-port", str(ports[1]),
                              "--controller-ports", ",".join(map(str, ports[2:5])),

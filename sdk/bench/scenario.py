@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,16 +25,11 @@ from orbitmq.bench import baseline
 from orbitmq.bench.consumer import ConsumeOptions, run_consume_load
 from orbitmq.bench.load import LoadOptions, run_send_load
 from orbitmq.bench.stats import format_summary
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from orbitmq.common.net import free_ports
 
 
 def start_local(data_dir: str, one_process: bool = False, pin_cpus: bool = False) -> tuple[subprocess.Popen, str]:
-    ports = [_free_port() for _ in range(3)]
+    ports = free_ports(3)
     proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "local", "--data-dir", data_dir,
                              "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]),
                              "--proxy-port", str(ports[2]), "--log-level", "ERROR",

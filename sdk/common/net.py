@@ -1,17 +1,79 @@
-"""Loopback helpers shared by the local launchers and the test support: a free port, a probe."""
+"""Loopback helpers shared by the local launchers, the bench and the test support: free ports, a probe."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
+import threading
+
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+# Below the kernel's ephemeral range, so no outgoing connection can take the port between the
+# moment it is chosen and the moment a service binds it.
+LOW_PORT_FLOOR = 10000
+
+_rng = random.Random()  # seeded from os.urandom: processes started together pick differently
+_handed_out: set[int] = set()
+_lock = threading.Lock()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open(EPHEMERAL_RANGE_FILE, encoding="ascii") as f:
+            low, high = (int(v) for v in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    """Whether nothing uses ``port`` on any address (no SO_REUSEADDR: a TIME_WAIT port counts as used)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (bind to 0 and let the kernel choose)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A port nothing uses now and that this process has not handed out before.
+
+    Why not just bind to port 0: the kernel hands such a port out again as soon as the probe
+    closes, to the next probe or to any outgoing connection, so two services of one cluster
+    could be given the same port (and a readiness probe would then see the wrong process).
+    Ports are drawn at random below the ephemeral range, which connections never use.
+    """
+    low, _high = _ephemeral_range()
+    with _lock:
+        if low - LOW_PORT_FLOOR >= 1000:
+            for _ in range(500):
+                port = _rng.randrange(LOW_PORT_FLOOR, low)
+                if port not in _handed_out and _bindable(port):
+                    _handed_out.add(port)
+                    return port
+        while True:  # no room below the ephemeral range: let the kernel choose, never twice
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind((host, 0))
+                port = sock.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
+
+
+def free_port_pair() -> int:
+    """A free port whose next port is free too (a broker's default haListenPort is listenPort + 1)."""
+    while True:
+        port = free_port()
+        with _lock:
+            if port + 1 not in _handed_out and _bindable(port + 1):
+                _handed_out.add(port + 1)
+                return port
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct free ports."""
+    return [free_port(host) for _ in range(count)]
 
 
 async def accepts_connection(host: str, port: int, timeout: float = 0.5) -> bool:  # noqa: ASYNC109

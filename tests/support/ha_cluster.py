@@ -34,6 +34,7 @@ BROKER_NAME = "broker-ha"
 RAFT_GROUP = "OrbitController"
 BROKER_BOOT_TEXT = "boot success"
 PROXY_BOOT_TEXT = "The proxy boot success"
+CONTROLLER_BOOT_TEXT = "The Controller boot success"
 
 # Short timings (RocketMQ's keys): liveness in ~3 s, metadata polls every second, slaves that
 # stop acknowledging leave the SyncStateSet after 3 s.
@@ -128,11 +129,14 @@ class HACluster:
 
     async def start_controller(self, c: ControllerNode) -> None:
         c.proc = await self.runner.astart("controller", ["-c", str(c.conf), "--log-level", self.log_level],
-                                          ready_port=c.port, timeout=30, name=f"controller-{c.index}")
+                                          ready_port=c.port, ready_text=CONTROLLER_BOOT_TEXT, timeout=30,
+                                          name=f"controller-{c.index}")
 
     async def start_replica(self, r: Replica, timeout: float = 60.0) -> None:  # noqa: ASYNC109
+        # The boot line too, not only the port: the port alone could be answered by another process.
         r.proc = await self.runner.astart("broker", ["-c", str(r.conf), "--log-level", self.log_level],
-                                          ready_port=r.port, timeout=timeout, name=f"broker-{r.index}")
+                                          ready_port=r.port, ready_text=BROKER_BOOT_TEXT, timeout=timeout,
+                                          name=f"broker-{r.index}")
 
     @property
     def endpoint(self) -> str:

@@ -6,9 +6,9 @@ import asyncio
 import socket
 import time
 
-from orbitmq.common.net import accepts_connection, free_port
+from orbitmq.common.net import accepts_connection, free_port, free_port_pair, free_ports
 
-__all__ = ["async_wait_for_port", "free_port", "port_open", "wait_for_port"]
+__all__ = ["async_wait_for_port", "free_port", "free_port_pair", "free_ports", "port_open", "wait_for_port"]
 
 
 def port_open(host: str, port: int, timeout: float = 0.2) -> bool:

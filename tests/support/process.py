@@ -29,11 +29,13 @@ class ProcessFailed(RuntimeError):
 class ManagedProcess:
     """One running ``orbitmq`` service."""
 
-    def __init__(self, name: str, argv: list[str], log_path: Path, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, name: str, argv: list[str], log_path: Path, popen: subprocess.Popen[bytes],
+                 log_start: int = 0) -> None:
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self.popen = popen
+        self.log_start = log_start  # a restart appends to the same log: readiness looks past here
 
     @property
     def pid(self) -> int:
@@ -52,11 +54,20 @@ class ManagedProcess:
         except FileNotFoundError:
             return ""
 
+    def own_log_text(self) -> str:
+        """What this run of the service logged (not an earlier run's lines in the same file)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_start)
+                return f.read().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
     def _ready(self, ready_port: tuple[str, int] | None, ready_text: str | None) -> bool:
-        if ready_text is not None and ready_text not in self.log_text():
+        if ready_text is not None and ready_text not in self.own_log_text():
             return False
         return ready_port is None or port_open(*ready_port)
 
@@ -134,11 +145,12 @@ class ProcessRunner:
         self._counter += 1
         name = name or f"{service}-{self._counter}"
         log_path = self.workdir / f"{name}.log"
+        log_start = log_path.stat().st_size if log_path.exists() else 0
         argv = [sys.executable, "-m", "orbitmq", service, *map(str, args)]
         with open(log_path, "ab") as log_file:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                      cwd=self.workdir, env=self._env(env), start_new_session=True)
-        proc = ManagedProcess(name, argv, log_path, popen)
+        proc = ManagedProcess(name, argv, log_path, popen, log_start)
         self.processes.append(proc)
         return proc
 
@@ -176,4 +188,10 @@ class ProcessRunner:
         for proc in self.processes:
             parts.append(f"----- {proc.name} (pid {proc.pid}, exit {proc.returncode}) {proc.log_path} -----\n"
                          f"{proc.log_tail(200)}")
+        # Last, where a truncated CI log still shows it: who ran, and their warnings in short.
+        parts.append("----- summary -----")
+        for proc in self.processes:
+            warnings = [line for line in proc.log_text().splitlines() if " WARNING " in line or " ERROR " in line]
+            parts.append(f"{proc.name}: pid {proc.pid}, exit {proc.returncode}, {len(warnings)} warnings/errors"
+                         + "".join(f"\n    {line[:240]}" for line in warnings[-5:]))
         return "\n".join(parts)

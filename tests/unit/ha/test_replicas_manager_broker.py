@@ -24,6 +24,7 @@ from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.server import RemotingServer
 from tests.support import free_port
+from tests.support.net import free_port_pair
 from tests.unit.ha.test_replicas_manager import ScriptedController
 
 
@@ -111,7 +112,7 @@ async def test_fenced_until_running_then_master_as_broker_id_0(tmp_path: Path,
 
 
 async def test_ha_port_is_listen_port_plus_one_or_free_when_taken(tmp_path: Path) -> None:
-    port = free_port()
+    port = free_port_pair()
     broker = _broker(tmp_path / "a", listenPort=str(port))
     await broker.start()
     try:
