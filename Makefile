@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard proto/apache/rocketmq/v2/*.proto)
 PROTO_STAMP := sdk/proto/.generated
 
-.PHONY: setup run test proto lint bench bench-store clean node
+.PHONY: setup run test proto lint bench bench-store clean node tools
 
 SPEEDUPS := $(shell find sdk services -name '_speedups*.pyx' -o -name '_speedups*.pxi' 2>/dev/null)
 
@@ -45,7 +45,11 @@ proto: $(STAMP)
 run: setup
 	$(BIN)/orbitmq local
 
-test: setup node
+# The partition chaos tests put replicas in network namespaces with `ip` (iproute2).
+tools:
+	@command -v ip >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
+
+test: setup node tools
 	$(BIN)/python -m pytest -q
 
 lint: setup

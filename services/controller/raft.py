@@ -148,8 +148,10 @@ class ControllerRaft:
         """
         self._loop = asyncio.get_running_loop()
         os.makedirs(self.store_dir, exist_ok=True)
-        host = self.self_raft_address.rsplit(":", 1)[0]
-        bind_host = self.config.bind_address if self.config.bind_address not in ("", "0.0.0.0") else host
+        # As DLedger: the Raft transport listens on this node's own entry of controllerDLegerPeers,
+        # the address its peers dial. bindAddress is the Remoting server's alone (binding Raft
+        # there too would leave the peers dialling an address nobody listens on).
+        bind_host = self.self_raft_address.rsplit(":", 1)[0]
         conf = SyncObjConf(
             journalFile=self.journal_path, fullDumpFile=self.snapshot_path,
             logCompactionMinEntries=self.config.controller_log_compaction_min_entries,

@@ -26,6 +26,7 @@ from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 
 from .net import free_port
+from .netns import Bridge, Namespace
 from .process import ManagedProcess, ProcessRunner
 from .services import astart_namesrv
 
@@ -55,10 +56,12 @@ class Replica:
     store: Path
     conf: Path
     proc: ManagedProcess | None = None
+    host: str = "127.0.0.1"
+    netns: Namespace | None = None  # its own network namespace when the cluster is isolated
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
 
 @dataclass
@@ -68,40 +71,51 @@ class ControllerNode:
     port: int
     conf: Path
     proc: ManagedProcess | None = None
+    host: str = "127.0.0.1"
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
 
 class HACluster:
     """Build with ``HACluster(procs, tmp_path)``, then ``await start()``; ``procs`` stops everything."""
 
     def __init__(self, runner: ProcessRunner, root: Path, replicas: int = 3, *, all_ack: bool = True,
-                 extra_broker: dict[str, str] | None = None, log_level: str = "INFO") -> None:
+                 extra_broker: dict[str, str] | None = None, log_level: str = "INFO",
+                 isolated: bool = False) -> None:
+        """``isolated``: every replica in its own network namespace (see netns.py), so that
+        ``partition``/``heal`` can cut one off; the other services listen on the bridge address."""
         self.runner = runner
+        self.bridge = Bridge() if isolated else None
+        host = self.bridge.ip if self.bridge else "127.0.0.1"
+        self.host = host
         self.root = Path(root)
         self.log_level = log_level
         self.api = MQClientAPI(timeout=3.0)
         self.namesrv_addr = ""
         self.proxy: ManagedProcess | None = None
         self.proxy_port = free_port()
-        self.controllers = [ControllerNode(i, free_port(), free_port(), self.root / f"controller-{i}.conf")
-                            for i in range(3)]
+        self.controllers = [ControllerNode(i, free_port(), free_port(), self.root / f"controller-{i}.conf",
+                                           host=host) for i in range(3)]
         peers = ";".join(f"n{c.index}-127.0.0.1:{c.raft_port}" for c in self.controllers)
         for c in self.controllers:
             values = {"controllerDLegerGroup": RAFT_GROUP, "controllerDLegerPeers": peers,
-                      "controllerDLegerSelfId": f"n{c.index}", "listenPort": str(c.port), "bindAddress": "127.0.0.1",
+                      "controllerDLegerSelfId": f"n{c.index}", "listenPort": str(c.port), "bindAddress": host,
                       "controllerStorePath": str(self.root / f"controller-{c.index}-store"), **CONTROLLER_TIMINGS}
             _write_conf(c.conf, values)
         self.controller_addr = ";".join(c.addr for c in self.controllers)
         self.replicas: list[Replica] = []
         for i in range(replicas):
             port = free_port()
-            self.replicas.append(Replica(i, port, free_port(), self.root / f"broker-{i}", self.root / f"broker-{i}.conf"))
+            replica = Replica(i, port, free_port(), self.root / f"broker-{i}", self.root / f"broker-{i}.conf")
+            if self.bridge is not None:
+                replica.netns = self.bridge.add_namespace()
+                replica.host = replica.netns.ip
+            self.replicas.append(replica)
         self.broker_values = {
             "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": "-1", "brokerRole": "SLAVE",
-            "brokerIP1": "127.0.0.1", "enableControllerMode": "true", "controllerAddr": self.controller_addr,
+            "enableControllerMode": "true", "controllerAddr": self.controller_addr,
             "allAckInSyncStateSet": str(all_ack).lower(), "flushDiskType": "ASYNC_FLUSH",
             "mappedFileSizeCommitLog": str(16 * 1024 * 1024), "autoCreateTopicEnable": "false",
             **BROKER_TIMINGS, **(extra_broker or {}),
@@ -112,9 +126,12 @@ class HACluster:
     async def start(self, *, wait_master: float = 60.0) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         await asyncio.gather(*(self.start_controller(c) for c in self.controllers))
-        _proc, self.namesrv_addr = await astart_namesrv(self.runner, name="namesrv")
+        overrides = ("bindAddress=0.0.0.0",) if self.bridge is not None else ()  # namespaces dial it
+        _proc, namesrv_addr = await astart_namesrv(self.runner, *overrides, name="namesrv")
+        self.namesrv_addr = namesrv_addr.replace("127.0.0.1", self.host)
         for r in self.replicas:
-            values = {**self.broker_values, "listenPort": str(r.port), "haListenPort": str(r.ha_port),
+            values = {**self.broker_values, "brokerIP1": r.host, "listenPort": str(r.port),
+                      "haListenPort": str(r.ha_port),
                       "storePathRootDir": str(r.store), "namesrvAddr": self.namesrv_addr}
             _write_conf(r.conf, values)
         await asyncio.gather(*(self.start_replica(r) for r in self.replicas))
@@ -129,14 +146,15 @@ class HACluster:
 
     async def start_controller(self, c: ControllerNode) -> None:
         c.proc = await self.runner.astart("controller", ["-c", str(c.conf), "--log-level", self.log_level],
-                                          ready_port=c.port, ready_text=CONTROLLER_BOOT_TEXT, timeout=30,
+                                          ready_port=(c.host, c.port), ready_text=CONTROLLER_BOOT_TEXT, timeout=30,
                                           name=f"controller-{c.index}")
 
     async def start_replica(self, r: Replica, timeout: float = 60.0) -> None:  # noqa: ASYNC109
         # The boot line too, not only the port: the port alone could be answered by another process.
         r.proc = await self.runner.astart("broker", ["-c", str(r.conf), "--log-level", self.log_level],
-                                          ready_port=r.port, ready_text=BROKER_BOOT_TEXT, timeout=timeout,
-                                          name=f"broker-{r.index}")
+                                          ready_port=(r.host, r.port), ready_text=BROKER_BOOT_TEXT,
+                                          timeout=timeout, name=f"broker-{r.index}",
+                                          prefix=r.netns.exec_prefix if r.netns else ())
 
     @property
     def endpoint(self) -> str:
@@ -144,6 +162,8 @@ class HACluster:
 
     async def close(self) -> None:
         await self.api.close()
+        if self.bridge is not None:
+            self.bridge.close()
 
     # ---- faults ---------------------------------------------------------------------------------
 
@@ -162,6 +182,24 @@ class HACluster:
     def resume(self, target: Replica | ControllerNode) -> None:
         assert target.proc is not None
         target.proc.signal(signal.SIGCONT)
+
+    @property
+    def partition_mode(self) -> str:
+        return "network namespace" if self.bridge is not None else "SIGSTOP"
+
+    def partition(self, target: Replica) -> None:
+        """Cut a replica off the network; it keeps running. Without namespaces (a machine that
+        does not allow them) the nearest substitute: SIGSTOP, which freezes it instead."""
+        if self.bridge is not None and target.netns is not None:
+            self.bridge.partition(target.netns)
+        else:
+            self.pause(target)
+
+    def heal(self, target: Replica) -> None:
+        if self.bridge is not None and target.netns is not None:
+            self.bridge.heal(target.netns)
+        else:
+            self.resume(target)
 
     # ---- what the cluster says ------------------------------------------------------------------
 

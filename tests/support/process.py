@@ -140,13 +140,14 @@ class ProcessRunner:
         return merged
 
     def spawn(self, service: str, args: Sequence[str] = (), *, name: str | None = None,
-              env: dict[str, str] | None = None) -> ManagedProcess:
-        """Start without waiting for readiness."""
+              env: dict[str, str] | None = None, prefix: Sequence[str] = ()) -> ManagedProcess:
+        """Start without waiting for readiness; ``prefix`` must exec the command (same PID),
+        e.g. ``ip netns exec NAME``."""
         self._counter += 1
         name = name or f"{service}-{self._counter}"
         log_path = self.workdir / f"{name}.log"
         log_start = log_path.stat().st_size if log_path.exists() else 0
-        argv = [sys.executable, "-m", "orbitmq", service, *map(str, args)]
+        argv = [*prefix, sys.executable, "-m", "orbitmq", service, *map(str, args)]
         with open(log_path, "ab") as log_file:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                      cwd=self.workdir, env=self._env(env), start_new_session=True)
@@ -166,9 +167,10 @@ class ProcessRunner:
     async def astart(self, service: str, args: Sequence[str] = (), *,
                      ready_port: tuple[str, int] | int | None = None, ready_text: str | None = None,
                      timeout: float = DEFAULT_READY_TIMEOUT,  # noqa: ASYNC109
-                     name: str | None = None, env: dict[str, str] | None = None) -> ManagedProcess:
+                     name: str | None = None, env: dict[str, str] | None = None,
+                     prefix: Sequence[str] = ()) -> ManagedProcess:
         """``start`` for async tests: waits without blocking the event loop."""
-        proc = self.spawn(service, args, name=name, env=env)
+        proc = self.spawn(service, args, name=name, env=env, prefix=prefix)
         port = ("127.0.0.1", ready_port) if isinstance(ready_port, int) else ready_port
         await proc.async_wait_ready(port, ready_text, timeout)
         return proc
