@@ -7,11 +7,13 @@ The controller-side commands (getSyncStateSet, electMaster, ...) live in control
 from __future__ import annotations
 
 import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from orbitmq.admin.admin_api import AdminError, MQAdminExt
 from orbitmq.admin.cli import Result, command
-from orbitmq.admin.output import format_timestamp, render_table
+from orbitmq.admin.output import format_timestamp, render_table, to_json
 from orbitmq.client import MQBrokerError
 from orbitmq.common.constants import MASTER_ID
 from orbitmq.common.fastjson import loads
@@ -74,9 +76,31 @@ async def _replicas(admin: MQAdminExt, broker_name: str | None, cluster: str | N
     return out
 
 
+def _interval_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--interval", dest="interval", nargs="?", const="", default=None,
+                   help="the interval(second) of get info: print again every so often (3 s if no value)")
+
+
+async def _maybe_repeat(args: argparse.Namespace, once: Callable[[], Awaitable[Result]]) -> Result:
+    """One report, or with -i the report again and again until interrupted (as upstream)."""
+    if args.interval is None:
+        return await once()
+    try:
+        seconds = int(args.interval) if args.interval.strip() else 3
+    except ValueError:
+        raise AdminError(f"-i expects a number of seconds, got {args.interval!r}") from None
+    if seconds <= 0:
+        raise AdminError(f"-i expects a positive number of seconds, got {seconds}")
+    while True:
+        result = await once()
+        print(to_json(result.data) if args.json else result.text, flush=True)
+        await asyncio.sleep(seconds)
+
+
 def _epoch_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--brokerName", dest="broker_name", help="which broker set to fetch")
     p.add_argument("-c", "--clusterName", dest="cluster", help="every broker set of this cluster")
+    _interval_option(p)
 
 
 def _epoch_text(cache: dict[str, Any], addr: str) -> str:
@@ -92,6 +116,10 @@ def _epoch_text(cache: dict[str, Any], addr: str) -> str:
 
 @command("getBrokerEpoch", "Fetch broker epoch entries", _epoch_options)
 async def get_broker_epoch(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    return await _maybe_repeat(args, lambda: _broker_epoch_once(admin, args))
+
+
+async def _broker_epoch_once(admin: MQAdminExt, args: argparse.Namespace) -> Result:
     docs, texts = [], []
     for _cluster, _name, _bid, addr in await _replicas(admin, args.broker_name, args.cluster):
         cache = await broker_epoch_cache(admin, addr)
@@ -103,6 +131,7 @@ async def get_broker_epoch(admin: MQAdminExt, args: argparse.Namespace) -> Resul
 def _ha_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--brokerAddr", dest="broker_addr", help="which broker to fetch (ip:port)")
     p.add_argument("-c", "--clusterName", dest="cluster", help="every broker of this cluster")
+    _interval_option(p)
 
 
 def _ha_text(info: dict[str, Any], addr: str) -> str:
@@ -130,6 +159,10 @@ def _ha_text(info: dict[str, Any], addr: str) -> str:
 async def ha_status(admin: MQAdminExt, args: argparse.Namespace) -> Result:
     if bool(args.broker_addr) == bool(args.cluster):
         raise AdminError("give either -b brokerAddr or -c clusterName")
+    return await _maybe_repeat(args, lambda: _ha_status_once(admin, args))
+
+
+async def _ha_status_once(admin: MQAdminExt, args: argparse.Namespace) -> Result:
     if args.broker_addr:
         addrs = [args.broker_addr]
     else:

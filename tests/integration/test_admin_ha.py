@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import io
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -75,6 +76,21 @@ async def test_epochs_roles_and_ha_status_of_each_replica(procs: ProcessRunner, 
         assert status["haClientRuntimeInfo"]["activated"] is True and status["haClientRuntimeInfo"]["masterAddr"]
         code, text, err = await asyncio.to_thread(_admin, ns, "haStatus", "-c", CLUSTER)
         assert code == 0 and master in text, err
+
+        # -i repeats the report until interrupted (upstream's interval option).
+        for command, target in (("getBrokerEpoch", BROKER_NAME), ("haStatus", master)):
+            repeating = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "orbitmq", "admin", command, "-n", ns, "-b", target, "-i", "1",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            try:
+                await asyncio.sleep(3.5)
+            finally:
+                repeating.kill()
+                output = (await repeating.communicate())[0].decode()
+            heading = "#brokerAddr" if command == "getBrokerEpoch" else "#MasterAddr"
+            assert output.count(heading) >= 2 * (3 if command == "getBrokerEpoch" else 1), output
+        code, _out, err = await asyncio.to_thread(_admin, ns, "haStatus", "-b", master, "-i", "soon")
+        assert code == 1 and "-i expects a number of seconds" in err
 
         code, _out, err = await asyncio.to_thread(_admin, ns, "getBrokerEpoch", "-b", "no-such-broker")
         assert code == 1 and "no-such-broker is not found" in err
