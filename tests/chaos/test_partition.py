@@ -10,29 +10,20 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tests.chaos.test_failover import _all_continue, _finish, _loads, _stopped_on_error
+from tests.chaos.test_failover import (
+    _all_continue,
+    _finish,
+    _loads,
+    _stopped_on_error,
+    cut_slave_off_and_back,
+)
 from tests.support.ha_cluster import HACluster
 
 
 async def test_partitioned_slave_leaves_the_sync_state_set_and_rejoins(partitionable_cluster: HACluster) -> None:
     cluster = partitionable_cluster
     print(f"partitions by {cluster.partition_mode}")
-    everyone = {r.addr for r in cluster.replicas}
-    loads = await _loads(cluster, "CutSlave", fifo=False)
-    master = await cluster.wait_master()
-    slave = next(r for r in cluster.replicas if r.addr != master)
-    async with _stopped_on_error(loads):
-        try:
-            cluster.partition(slave)
-            shrunk = await cluster.wait_sync_state(lambda sss: slave.addr not in sss, timeout=30)
-            assert master in shrunk
-            await _all_continue(loads, time.monotonic(), 30)
-        finally:
-            cluster.heal(slave)
-        await cluster.wait_sync_state(lambda sss: sss == everyone, timeout=60)
-        assert await cluster.master_addr() == master, "a slave's partition must not move the master"
-        await _all_continue(loads, time.monotonic(), 10)
-    await _finish(cluster, loads)
+    await cut_slave_off_and_back(cluster, "CutSlave", cluster.partition, cluster.heal)
 
 
 async def test_partitioned_master_is_replaced_and_rejoins_as_a_slave(partitionable_cluster: HACluster) -> None:
