@@ -7,25 +7,29 @@ the operator should see becomes an AdminError with a one-line reason.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from orbitmq.client import MQBrokerError, MQClientAPI, MQClientError
+from orbitmq.client import MQBrokerError, MQClientAPI, MQClientError, SendResult
+from orbitmq.client.results import PullResult
 from orbitmq.common.constants import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     MASTER_ID,
+    PERM_WRITE,
     TOOLS_CONSUMER_GROUP,
     is_sys_consumer_group,
 )
 from orbitmq.common.fastjson import loads, message_queue_pairs
-from orbitmq.common.message import MessageExt
+from orbitmq.common.message import Message, MessageConst, MessageExt
 from orbitmq.common.message_codec import decode_records
-from orbitmq.common.message_id import decode_offset_message_id
+from orbitmq.common.message_id import create_uniq_id, decode_offset_message_id
 from orbitmq.common.route import BrokerData, ClusterInfo, TopicRouteData
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
+from orbitmq.config import parse_properties_text
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingError
@@ -235,11 +239,14 @@ class MQAdminExt:
 
     # ---- offsets ----------------------------------------------------------------------------------
 
-    async def reset_offset_by_timestamp(self, topic: str, group: str, timestamp: int,
-                                        force: bool) -> list[dict[str, Any]]:
+    async def reset_offset_by_timestamp(self, topic: str, group: str, timestamp: int, force: bool,
+                                        broker_names: set[str] | None = None) -> list[dict[str, Any]]:
+        """``broker_names``: only these broker sets (skipAccumulatedMessage -c cluster)."""
         route = await self.topic_route(topic)
         rows: list[dict[str, Any]] = []
         for broker_name, addr in self.route_masters(route):
+            if broker_names is not None and broker_name not in broker_names:
+                continue
             body = await self._table(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
                 "group": group, "topic": topic, "timestamp": str(timestamp), "isForce": "true" if force else "false"})
             for mq, offset in message_queue_pairs(body.get("offsetTable")):
@@ -299,6 +306,183 @@ class MQAdminExt:
             raise AdminError(f"no message at {topic} {broker_name} queue {queue_id} offset {offset} "
                              f"({result.status.value}; queue holds offsets {result.min_offset}..{result.max_offset - 1})")
         return result.messages[0]
+
+    # ---- operator commands (topicClusterList, perms, configs, connections, messages) -----------
+
+    async def topic_clusters(self, topic: str) -> list[str]:
+        """getTopicClusterList: the clusters whose brokers serve the topic."""
+        route = await self.topic_route(topic)
+        info = await self.cluster_info()
+        cluster_of = {name: cluster for cluster, names in info.cluster_addr_table.items() for name in names}
+        clusters = {d.cluster or cluster_of.get(d.broker_name, "") for d in route.broker_datas}
+        return sorted(c for c in clusters if c)
+
+    async def write_perm_of_broker(self, namesrv_addr: str, broker_name: str, wipe: bool) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER on one NameServer: topics changed."""
+        code = RequestCode.WIPE_WRITE_PERM_OF_BROKER if wipe else RequestCode.ADD_WRITE_PERM_OF_BROKER
+        response = await self.api.call(namesrv_addr, code, {"brokerName": broker_name})
+        field = "wipeTopicCount" if wipe else "addTopicCount"
+        try:
+            return int(response.ext_fields.get(field, "0") or 0)
+        except ValueError:
+            raise AdminError(f"NameServer {namesrv_addr} answered a bad {field}: "
+                             f"{response.ext_fields.get(field)!r}") from None
+
+    async def namesrv_config(self, addr: str) -> dict[str, str]:
+        """GET_NAMESRV_CONFIG: the NameServer's properties, in its order."""
+        response = await self.api.call(addr, RequestCode.GET_NAMESRV_CONFIG)
+        return parse_properties_text((response.body or b"").decode("utf-8"))
+
+    async def update_namesrv_config(self, addr: str, values: dict[str, str]) -> None:
+        body = "".join(f"{k}={v}\n" for k, v in values.items()).encode("utf-8")
+        await self.api.call(addr, RequestCode.UPDATE_NAMESRV_CONFIG, None, body)
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None:
+        for addr in self.namesrv_addrs:
+            await self.api.call(addr, RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
+
+    async def get_kv_config(self, namespace: str, key: str) -> str | None:
+        async def get(addr: str) -> str | None:
+            response = await self.api.call(addr, RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key},
+                                           ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            return response.ext_fields.get("value") if response.code == ResponseCode.SUCCESS else None
+        return await self._on_namesrv(get)
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        return await self.api.get_broker_config(addr)
+
+    async def update_broker_config(self, addr: str, values: dict[str, str]) -> None:
+        await self.api.update_broker_config(addr, values)
+
+    async def cluster_broker_addrs(self, cluster: str, with_slaves: bool) -> list[tuple[str, str, list[str]]]:
+        """(brokerName, master address or "", slave addresses) of every broker set in the cluster."""
+        info = await self.cluster_info()
+        names = info.cluster_addr_table.get(cluster)
+        if names is None:
+            known = ", ".join(sorted(info.cluster_addr_table)) or "none"
+            raise AdminError(f"cluster {cluster} does not exist (known clusters: {known})")
+        out = []
+        for name in sorted(names):
+            data = info.broker_addr_table.get(name)
+            addrs = data.broker_addrs if data is not None else {}
+            slaves = [a for i, a in sorted(addrs.items()) if i != MASTER_ID] if with_slaves else []
+            out.append((name, addrs.get(MASTER_ID, ""), slaves))
+        return out
+
+    async def consumer_connection(self, group: str, addr: str | None = None) -> tuple[str, dict[str, Any]]:
+        """GET_CONSUMER_CONNECTION_LIST from ``addr`` or the first master that knows the group online."""
+        addrs = [addr] if addr else [a for _n, a in await self.all_master_addrs()]
+        last: MQBrokerError | None = None
+        for broker in addrs:
+            try:
+                response = await self.api.call(broker, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                               {"consumerGroup": group})
+            except MQBrokerError as exc:
+                last = exc
+                continue
+            return broker, loads(response.body) if response.body else {}
+        if last is not None and last.code == ResponseCode.CONSUMER_NOT_ONLINE:
+            raise AdminError(f"consumer group {group} is not online")
+        if last is not None:
+            raise last
+        raise AdminError("no master broker online")
+
+    async def producer_connection(self, group: str, topic: str) -> dict[str, Any]:
+        """GET_PRODUCER_CONNECTION_LIST on the masters serving ``topic``, merged."""
+        route = await self.topic_route(topic)
+        connections: dict[str, dict[str, Any]] = {}
+        for _name, addr in self.route_masters(route):
+            response = await self.api.call(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group},
+                                           ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
+            if response.code != ResponseCode.SUCCESS or not response.body:
+                continue
+            for conn in loads(response.body).get("connectionSet", []):
+                connections.setdefault(str(conn.get("clientId")), conn)
+        if not connections:
+            raise AdminError(f"producer group {group} has no connection on the brokers of topic {topic}")
+        return {"connectionSet": list(connections.values())}
+
+    async def broker_consume_stats(self, addr: str, is_order: bool) -> dict[str, Any]:
+        """GET_BROKER_CONSUME_STATS: the broker's ConsumeStatsList."""
+        return await self._table(addr, RequestCode.GET_BROKER_CONSUME_STATS,
+                                 {"isOrder": "true" if is_order else "false"})
+
+    async def delete_expired_commit_log(self, addr: str) -> None:
+        await self.api.call(addr, RequestCode.DELETE_EXPIRED_COMMITLOG)
+
+    async def topic_consumed_by(self, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO on the topic's masters, merged."""
+        groups: set[str] = set()
+        for _name, addr in self.route_masters(await self.topic_route(topic)):
+            body = await self._table(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
+            groups.update(str(g) for g in body.get("groupList", []))
+        return sorted(groups)
+
+    async def update_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        await self.api.update_consumer_offset(addr, group, topic, queue_id, offset)
+
+    async def queue_bounds(self, addr: str, topic: str, queue_id: int) -> tuple[int, int]:
+        return (await self.api.get_min_offset(addr, topic, queue_id),
+                await self.api.get_max_offset(addr, topic, queue_id))
+
+    async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp: int) -> int:
+        return await self.api.search_offset(addr, topic, queue_id, timestamp)
+
+    async def pull(self, addr: str, topic: str, queue_id: int, offset: int, max_nums: int,
+                   subscription: str = "*", group: str = TOOLS_CONSUMER_GROUP) -> PullResult:
+        """One PULL_MESSAGE with an explicit subscription and no offset commit (DefaultMQPullConsumer.pull)."""
+        header = h.PullMessageRequestHeader(
+            consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=max_nums,
+            sys_flag=PULL_SYS_FLAG_SUBSCRIPTION, commit_offset=0, suspend_timeout_millis=0,
+            subscription=subscription, sub_version=int(time.time() * 1000), expression_type="TAG")
+        return await self.api.pull_message(addr, header)
+
+    async def send(self, msg: Message, producer_group: str, broker_name: str | None = None,
+                   queue_id: int | None = None) -> SendResult:
+        """SEND_MESSAGE_V2 to a writable queue of the topic (or the one given), as a producer would."""
+        route = await self.topic_route(msg.topic)
+        masters = dict(self.route_masters(route))
+        if broker_name is not None:
+            if broker_name not in masters:
+                raise AdminError(f"broker {broker_name} has no master serving topic {msg.topic}")
+            candidates = [q for q in route.queue_datas if q.broker_name == broker_name]
+        else:
+            candidates = [q for q in route.queue_datas if q.broker_name in masters and q.perm & PERM_WRITE]
+        if not candidates:
+            raise AdminError(f"topic {msg.topic} has no writable queue")
+        data = min(candidates, key=lambda q: q.broker_name) if broker_name else random.choice(candidates)
+        if queue_id is None:
+            queue_id = random.randrange(max(data.write_queue_nums, 1))
+        elif not 0 <= queue_id < data.write_queue_nums:
+            raise AdminError(f"queue {queue_id} does not exist on broker {data.broker_name} "
+                             f"(topic {msg.topic} has {data.write_queue_nums} write queues there)")
+        if not msg.uniq_key:
+            msg.put_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, create_uniq_id())
+        return await self.api.send_message(masters[data.broker_name], data.broker_name, msg, producer_group,
+                                           queue_id)
+
+    async def consumer_running_info(self, addr: str, group: str, client_id: str, jstack: bool) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO through the broker ``addr``, which asks the client itself."""
+        return await self._table(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, {
+            "consumerGroup": group, "clientId": client_id, "jstackEnable": "true" if jstack else "false"})
+
+    async def consume_message_directly(self, group: str, client_id: str, msg: MessageExt) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY to the broker storing ``msg``: the client consumes it and answers
+        a ConsumeMessageDirectlyResult."""
+        host, port, _offset = decode_offset_message_id(msg.msg_id)
+        return await self._table(f"{host}:{port}", RequestCode.CONSUME_MESSAGE_DIRECTLY, {
+            "consumerGroup": group, "clientId": client_id, "msgId": msg.msg_id, "topic": msg.topic})
+
+    async def broker_stats_data(self, addr: str, stats_name: str, stats_key: str) -> dict[str, Any] | None:
+        """VIEW_BROKER_STATS_DATA; None when the broker has no such item (never counted)."""
+        response = await self.api.call(addr, RequestCode.VIEW_BROKER_STATS_DATA,
+                                       {"statsName": stats_name, "statsKey": stats_key},
+                                       ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
+        if response.code != ResponseCode.SUCCESS:
+            if "not exist" in (response.remark or ""):
+                return None
+            raise MQBrokerError(response.code, response.remark, addr)
+        return loads(response.body) if response.body else None
 
 
 def broker_names_of(route: TopicRouteData) -> list[BrokerData]:

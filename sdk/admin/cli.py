@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -26,6 +27,7 @@ from orbitmq.admin.output import (
     render_table,
     to_json,
 )
+from orbitmq.auth.client import install_signing
 from orbitmq.client import MQBrokerError, MQClientError, resolve_namesrv_addr
 from orbitmq.common.constants import MASTER_ID, PERM_READ, PERM_WRITE, dlq_topic, retry_topic
 from orbitmq.common.route import RouteDataError
@@ -177,21 +179,10 @@ def _topic_list_options(p: argparse.ArgumentParser) -> None:
 
 @command("topicList", "Fetch all topic list from name server", _topic_list_options)
 async def topic_list(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    if args.cluster_model:  # with each topic's cluster and consumer groups, as upstream
+        return await ops_commands.topic_list_cluster_model(admin)
     topics = await admin.topic_list()
-    if not args.cluster_model:
-        return Result(topics, "\n".join(topics))
-    info = await admin.cluster_info()
-    cluster_of = {name: cluster for cluster, names in info.cluster_addr_table.items() for name in names}
-    rows = []
-    for topic in topics:
-        try:
-            route = await admin.topic_route(topic)
-        except AdminError:
-            continue  # deleted between the two calls
-        clusters = sorted({d.cluster or cluster_of.get(d.broker_name, "") for d in route.broker_datas})
-        rows.append({"clusterName": ",".join(c for c in clusters if c), "topic": topic})
-    text = render_table(["#Cluster Name", "#Topic"], [[r["clusterName"], r["topic"]] for r in rows])
-    return Result(rows, text)
+    return Result(topics, "\n".join(topics))
 
 
 def _topic_route_options(p: argparse.ArgumentParser) -> None:
@@ -348,14 +339,47 @@ async def reset_offset_by_time(admin: MQAdminExt, args: argparse.Namespace) -> R
 # ---- messages ---------------------------------------------------------------------------------------
 
 def _query_by_id_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--msgId", dest="msg_id", required=True)
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="Message Id(s), comma separated")
     p.add_argument("-t", "--topic", help="look the id up as a unique key (UNIQ_KEY) in this topic")
+    p.add_argument("-s", "--sendMessage", dest="resend", type=_bool, default=False,
+                   help="true: resend the message (a DLQ message goes back to its group's retry topic)")
+    p.add_argument("-f", "--bodyFormat", dest="charset", type=ops_commands.charset_type,
+                   help="print message body by the specified format (charset)")
+    p.add_argument("-g", "--consumerGroup", dest="group", help="with -d: this consumer consumes the message now")
+    p.add_argument("-d", "--clientId", dest="client_id", help="with -g: the consumer's client id")
 
 
 @command("queryMsgById", "Query Message by Id", _query_by_id_options)
 async def query_msg_by_id(admin: MQAdminExt, args: argparse.Namespace) -> Result:
-    msg = await admin.view_message(args.msg_id.strip(), args.topic)
-    return Result(message_to_json(msg), render_message(msg))
+    """Each message's body is written to /tmp/rocketmq/msgbodys/<msgId>, as upstream does."""
+    ids = [i.strip() for i in args.msg_id.split(",") if i.strip()]
+    if not ids:
+        raise UsageError("-i msgId is empty")
+    if bool(args.group) != bool(args.client_id):
+        raise UsageError("-g consumerGroup and -d clientId go together")
+    docs, texts = [], []
+    for msg_id in ids:
+        msg = await admin.view_message(msg_id, args.topic)
+        if args.group:
+            result = await ops_commands.consume_directly(admin, args.group.strip(), args.client_id.strip(), msg)
+            docs.append(result)
+            texts.append(ops_commands.directly_result_string(result))
+            continue
+        if args.resend:
+            sent = await ops_commands.resend(admin, msg)
+            docs.append(sent)
+            texts.append(f"prepare resend msg. originalMsgId={msg_id}\n"
+                         + json.dumps(sent, ensure_ascii=False))
+            continue
+        path = ops_commands.body_file(msg)
+        doc = message_to_json(msg)
+        doc["bodyPath"] = path
+        text = render_message(msg) + f"\n{'Message Body Path:':<20} {path}"
+        if args.charset:
+            text += f"\n{'Message Body:':<20} {msg.body.decode(args.charset, errors='replace')}"
+        docs.append(doc)
+        texts.append(text)
+    return Result(docs[0] if len(docs) == 1 else docs, "\n\n".join(texts))
 
 
 def _query_by_key_options(p: argparse.ArgumentParser) -> None:
@@ -492,8 +516,11 @@ async def broker_status(admin: MQAdminExt, args: argparse.Namespace) -> Result:
     return Result(tables, text)
 
 
-# mqadmin's controller commands (getControllerMetaData, electMaster, ...) register themselves on import.
-from orbitmq.admin import controller_commands  # noqa: E402,F401
+# mqadmin's controller commands (getControllerMetaData, electMaster, ...) and the operator commands
+# (topicClusterList, updateBrokerConfig, printMsg, ...; topicList -c and queryMsgById use their
+# helpers) register themselves on import.
+# The ACL 2.0 user/ACL commands (createUser ... listAcl, auth_commands) register themselves too.
+from orbitmq.admin import auth_commands, controller_commands, ops_commands  # noqa: E402,F401
 
 # ---- entry point ----------------------------------------------------------------------------------
 
@@ -505,6 +532,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-n", "--namesrvAddr", dest="namesrv", help="NameServer address list, e.g. 127.0.0.1:9876")
         p.add_argument("--json", action="store_true", help="print JSON for scripts")
         p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each answer")
+        p.add_argument("--accessKey", dest="access_key", default=os.environ.get("ORBITMQ_ACCESS_KEY"),
+                       help="ACL 2.0: sign requests as this user (else ORBITMQ_ACCESS_KEY)")
+        p.add_argument("--secretKey", dest="secret_key", default=os.environ.get("ORBITMQ_SECRET_KEY"),
+                       help="ACL 2.0: that user's password (else ORBITMQ_SECRET_KEY)")
         configure(p)
     return parser
 
@@ -522,7 +553,18 @@ async def _run(handler: Handler, args: argparse.Namespace) -> Result:
         return await handler(None, args)  # type: ignore[arg-type]
     addrs = resolve_namesrv_addr(args.namesrv)
     async with MQAdminExt(addrs, timeout=args.timeout) as admin:
+        if args.access_key:  # ACL 2.0: sign every request (AclClientRPCHook)
+            install_signing(admin.api.remoting, (args.access_key, args.secret_key or ""))
         return await handler(admin, args)
+
+
+def _usage_error(parser: argparse.ArgumentParser, name: str, exc: UsageError) -> int:
+    """The command's usage on stdout, the one-line reason on stderr; exit 2."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            print(action.choices[name].format_usage().rstrip(), flush=True)
+    print(f"orbitmq admin {name}: {exc}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -535,11 +577,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
-        print(f"orbitmq admin {name}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage_error(parser, name, exc)
     _help, _configure, handler = COMMANDS[args.command]
     try:
         result = asyncio.run(_run(handler, args))
+    except UsageError as exc:  # flags that parse but do not fit together (e.g. neither -b nor -c)
+        return _usage_error(parser, name, exc)
     except (AdminError, MQBrokerError, MQClientError, RemotingError, RouteDataError, ValueError, OSError) as exc:
         print(f"orbitmq admin {args.command}: {_reason(exc)}", file=sys.stderr)
         return EXIT_FAILURE

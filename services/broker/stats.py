@@ -19,8 +19,10 @@ import asyncio
 import datetime as dt
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
+from orbitmq.broker.stats_items import StatsHistory
 from orbitmq.common.aio import cancel_and_wait
 from orbitmq.common.validators import is_system_topic
 
@@ -99,6 +101,10 @@ class BrokerStatsManager:
         self._history: dict[str, deque[tuple[int, int]]] = {
             name: deque(maxlen=MAX_RECORDS_OF_SAMPLING + 1) for name in self._SAMPLED}
         self._task: asyncio.Task[None] | None = None
+        # Messages handed to each consumer group per topic (GROUP_GET_NUMS "topic@group"), and the
+        # minute/hour/day history of the per-topic and per-group totals for VIEW_BROKER_STATS_DATA.
+        self.group_topic_get: dict[tuple[str, str], int] = {}
+        self.items = StatsHistory(self.boot_timestamp)
         self.sample(self.boot_timestamp)
 
     _SAMPLED = ("put_nums", "get_found", "get_miss", "get_transferred")
@@ -136,6 +142,8 @@ class BrokerStatsManager:
         entry.get_nums += nums
         if not entry.system:
             self.get_nums_without_system += nums
+        key = (topic, group)
+        self.group_topic_get[key] = self.group_topic_get.get(key, 0) + nums
 
     @property
     def put_nums(self) -> int:
@@ -170,6 +178,7 @@ class BrokerStatsManager:
             history.append((now, getattr(self, name)))
         for group in self.groups.values():
             group.history.append((now, group.get_nums))
+        self.items.sample(now, self._item_totals())
         today = dt.date.today()
         if today != self._day:
             self._day = today
@@ -228,9 +237,45 @@ class BrokerStatsManager:
             self._retired_put_size += entry.put_size
             if not entry.system:
                 self._retired_put_nums_without_system += entry.put_nums
+        gone = [key for key in self.group_topic_get if key[0] in topics]
+        for key in gone:
+            del self.group_topic_get[key]
+        self.items.forget([("GROUP_GET_NUMS", key) for key in gone]
+                          + [(name, topic) for topic in topics for name in ("TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE")])
 
     def forget_group(self, group: str) -> None:
         self.groups.pop(group, None)
+        gone = [key for key in self.group_topic_get if key[1] == group]
+        for key in gone:
+            del self.group_topic_get[key]
+        self.items.forget([("GROUP_GET_NUMS", key) for key in gone])
+
+    # ---- VIEW_BROKER_STATS_DATA ------------------------------------------------------------------
+
+    def _item_totals(self) -> Iterator[tuple[tuple[str, Any], int]]:
+        for topic, entry in self.topics.items():
+            yield ("TOPIC_PUT_NUMS", topic), entry.put_nums
+            yield ("TOPIC_PUT_SIZE", topic), entry.put_size
+        for key, nums in self.group_topic_get.items():
+            yield ("GROUP_GET_NUMS", key), nums
+
+    def stats_data(self, stats_name: str, stats_key: str) -> dict[str, dict[str, float]] | None:
+        """BrokerStatsData of TOPIC_PUT_NUMS / TOPIC_PUT_SIZE (key: topic) or GROUP_GET_NUMS
+        (key: topic@group); None when the broker has no such item, as upstream."""
+        total: int | None = None
+        key: Any = stats_key
+        if stats_name in ("TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE"):
+            entry = self.topics.get(stats_key)
+            if entry is not None and (entry.put_nums or entry.put_size):
+                total = entry.put_nums if stats_name == "TOPIC_PUT_NUMS" else entry.put_size
+        elif stats_name == "GROUP_GET_NUMS":
+            topic, sep, group = stats_key.rpartition("@")
+            key = (topic, group)
+            if sep:
+                total = self.group_topic_get.get(key)
+        if total is None:
+            return None
+        return self.items.stats_data((stats_name, key), total, _now_ms())
 
     def topic_stats(self, topic: str) -> dict[str, Any]:
         """Running totals of one topic (zeros for a topic never written or read)."""

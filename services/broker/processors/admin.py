@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from orbitmq import __version__
 from orbitmq.common import fastjson, validators
+from orbitmq.common.message_id import decode_offset_message_id
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TOPIC_FILTER_TYPES, TopicConfig, normalize_attributes
 from orbitmq.remoting.codes import RequestCode, ResponseCode
+from orbitmq.remoting.errors import RemotingError, RemotingTimeoutError
 from orbitmq.remoting.protocol import RemotingCommand
 
 from .base import Fields, RequestError, encode_json_body
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_QUEUE_NUMS = 16384  # far above any real topic; keeps per-queue loops bounded
+V3_1_8_SNAPSHOT = 62  # MQVersion.Version ordinal: clients older than this cannot be called back
+CALL_CLIENT_TIMEOUT = 10.0  # Broker2Client.callClient's wait for the consumer's answer, seconds
 PERM_MASK = 0xF
 
 
@@ -78,6 +82,13 @@ class AdminBrokerProcessor:
         # What a slave's SlaveSynchronize copies besides topics (21) and groups (201).
         b.register_processor(RequestCode.GET_ALL_CONSUMER_OFFSET, self.get_all_consumer_offset)
         b.register_processor(RequestCode.GET_ALL_DELAY_OFFSET, self.get_all_delay_offset)
+        # mqadmin brokerConsumeStats / deleteExpiredCommitLog.
+        b.register_processor(RequestCode.GET_BROKER_CONSUME_STATS, self.get_broker_consume_stats)
+        b.register_processor(RequestCode.DELETE_EXPIRED_COMMITLOG, self.delete_expired_commit_log)
+        # mqadmin consumerStatus / queryMsgById -g -d: forwarded to the consumer's own connection.
+        b.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, self.get_consumer_running_info)
+        b.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, self.consume_message_directly)
+        b.register_processor(RequestCode.VIEW_BROKER_STATS_DATA, self.view_broker_stats_data)  # statsAll
 
     # ---- topics -----------------------------------------------------------------------------
 
@@ -239,6 +250,114 @@ class AdminBrokerProcessor:
                     "pullOffset": pull_offset}
         body = fastjson.dumps({"consumeTps": self.broker.consume_tps(group), "offsetTable": table}).encode("utf-8")
         return request.response_to(ResponseCode.SUCCESS, None, None, body)
+
+    async def get_broker_consume_stats(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS (317): ConsumeStatsList of every subscription group on this broker.
+
+        As fetchAllConsumeStatsInBroker: per group, one ConsumeStats per topic it has offsets in
+        (``isOrder`` keeps ordered topics only; an online group's unsubscribed topics are skipped).
+        """
+        only_order = Fields(request.ext_fields).bool("isOrder", False)
+        broker = self.broker
+        offsets = broker.consumer_offset_manager
+        broker_name = broker.config.broker_name
+        stats_list: list[dict[str, Any]] = []
+        total_diff = 0
+        for group in sorted(cfg.group_name for cfg in broker.subscription_group_manager.all()):
+            per_topic: list[dict[str, Any]] = []
+            info = broker.consumer_manager.get_consumer_group_info(group)
+            for topic in sorted(offsets.which_topic_by_consumer(group)):
+                config = broker.topic_config_manager.select_topic_config(topic)
+                if config is None or (only_order and not config.order):
+                    continue
+                if info is not None and info.subscription_table and topic not in info.subscription_table:
+                    continue
+                table: dict[Any, Any] = {}
+                for queue_id in range(config.write_queue_nums):
+                    broker_offset = max(broker.max_offset(topic, queue_id), 0)
+                    consumer_offset = max(offsets.query_offset(group, topic, queue_id), 0)
+                    last = 0
+                    if consumer_offset > 0:
+                        last = await broker.message_store_timestamp(topic, queue_id, consumer_offset - 1)
+                    total_diff += broker_offset - consumer_offset
+                    table[fastjson.message_queue_key(topic, broker_name, queue_id)] = {
+                        "brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last,
+                        "pullOffset": max(offsets.query_pull_offset(group, topic, queue_id), 0)}
+                per_topic.append({"consumeTps": broker.consume_tps(group), "offsetTable": table})
+            stats_list.append({group: per_topic})
+        body = fastjson.dumps({"brokerAddr": broker.config.broker_addr, "consumeStatsList": stats_list,
+                               "totalDiff": total_diff, "totalInflightDiff": 0}).encode("utf-8")
+        return request.response_to(ResponseCode.SUCCESS, None, None, body)
+
+    async def delete_expired_commit_log(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (329): the store's executeDeleteFilesManually.
+
+        The next passes of the retention task delete CommitLog segments older than
+        fileReservedTime whatever the hour (deleteWhen) and disk usage say.
+        """
+        retention = getattr(self.broker.message_store, "retention_service", None)
+        if retention is None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "message store is not running")
+        retention.execute_delete_files_manually()
+        log.warning("deleteExpiredCommitLog requested by %s", self.broker.remote_addr(channel))
+        return request.response_to(ResponseCode.SUCCESS)
+
+    async def view_broker_stats_data(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """VIEW_BROKER_STATS_DATA (315): BrokerStatsData (minute/hour/day sum, tps, avgpt) of one item."""
+        f = Fields(request.ext_fields)
+        name, key = f.str("statsName"), f.str("statsKey")
+        data = self.broker.stats.stats_data(name, key)
+        if data is None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(data))
+
+    async def get_consumer_running_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (307): the client's own ConsumerRunningInfo, asked over its connection."""
+        f = Fields(request.ext_fields)
+        return await self._call_consumer(request, f.str("consumerGroup"), f.str("clientId"))
+
+    async def consume_message_directly(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY (309): hand one stored message (by offset msgId) to one consumer client."""
+        f = Fields(request.ext_fields)
+        group, client_id, msg_id = f.str("consumerGroup"), f.str("clientId"), f.str("msgId")
+        try:
+            _host, _port, offset = decode_offset_message_id(msg_id)
+        except (ValueError, TypeError) as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"bad msgId {msg_id}: {exc}") from None
+        record = await self.broker.raw_message_by_offset(offset) if offset >= 0 else None
+        if not record:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        fields = dict(request.ext_fields)
+        fields["brokerName"] = self.broker.config.broker_name
+        topic = f.opt_str("topic")
+        config = self.broker.topic_config_manager.select_topic_config(topic) if topic else None
+        if config is not None:
+            fields["topicSysFlag"] = str(config.topic_sys_flag)
+        group_config = self.broker.subscription_group_manager.get(group)
+        if group_config is not None:
+            fields["groupSysFlag"] = str(group_config.group_sys_flag)
+        return await self._call_consumer(request, group, client_id, fields, bytes(record))
+
+    async def _call_consumer(self, request: RemotingCommand, group: str, client_id: str,
+                             fields: dict[str, str] | None = None, body: bytes | None = None) -> RemotingCommand:
+        """AdminBrokerProcessor.callConsumer: forward to the client, answer with its response."""
+        info = self.broker.consumer_manager.find_channel(group, client_id)
+        if info is None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+        if info.version < V3_1_8_SNAPSHOT:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"The Consumer <{client_id}> Version <{info.version}> too "
+                               f"low to finish, please upgrade it to V3_1_8_SNAPSHOT")
+        forward = RemotingCommand.request(request.code, dict(fields if fields is not None else request.ext_fields),
+                                          request.body if body is None else body)
+        try:
+            answer = await info.channel.invoke(forward, CALL_CLIENT_TIMEOUT)
+        except RemotingTimeoutError as exc:
+            raise RequestError(ResponseCode.CONSUME_MSG_TIMEOUT,
+                               f"consumer <{group}> <{client_id}> Timeout: {exc}") from None
+        except RemotingError as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR,
+                               f"invoke consumer <{group}> <{client_id}> Exception: {exc}") from None
+        return request.response_to(answer.code, answer.remark, dict(answer.ext_fields), answer.body)
 
     async def get_broker_runtime_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         cfg = self.broker.config
