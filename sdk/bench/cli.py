@@ -22,6 +22,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "all": ("orbitmq.bench.scenario", "a short orbitmq-local scenario printed against the proxy goals"),
     "failover": ("orbitmq.bench.failover", "client-visible unavailability after kill -9 of the master (local --ha)"),
     "replicas": ("orbitmq.bench.replicas", "send TPS with 3 replicas (allAckInSyncStateSet) vs a single broker"),
+    "metrics": ("orbitmq.bench.metrics", "send TPS with Prometheus metrics on vs off, same run"),
+    "transaction": ("orbitmq.bench.transaction", "transactional send + commit msgs/s vs normal sends/s"),
+    "timer": ("orbitmq.bench.timer", "timer messages: msgs/s filed into the wheel, delivery lateness p99"),
 }
 
 

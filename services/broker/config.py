@@ -12,8 +12,8 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from orbitmq.auth.config import AuthConfig
 from orbitmq.common.constants import DEFAULT_CLUSTER, NAMESRV_ADDR_ENV, PERM_READ, PERM_WRITE
-from orbitmq.config import ConfigBase
 
 
 def _local_ip() -> str:
@@ -37,7 +37,7 @@ def _default_broker_name() -> str:
 
 
 @dataclass
-class BrokerConfig(ConfigBase):
+class BrokerConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orbitmq.auth.config
     broker_cluster_name: str = DEFAULT_CLUSTER
     broker_name: str = ""
     broker_id: int = 0
@@ -73,6 +73,13 @@ class BrokerConfig(ConfigBase):
     flush_consumer_offset_interval: int = 5000
     transfer_msg_by_heap: bool = True
     reject_transaction_message: bool = False
+    # -- transactions (services/broker/transaction): check-back of half messages --
+    # A half message younger than this (ms since born) is not checked yet.
+    transaction_time_out: int = 6000
+    # Checks per half message before it is discarded to TRANS_CHECK_MAX_TIME_TOPIC.
+    transaction_check_max: int = 15
+    # Period of the check scan (ms).
+    transaction_check_interval: int = 30_000
     trace_topic_enable: bool = False
     # Echoed to producers as the TRACE_ON ext field of send responses.
     trace_on: bool = True
@@ -113,6 +120,12 @@ class BrokerConfig(ConfigBase):
     # OrbitMQ has no DLedger CommitLog: true refuses to start (and always with controller mode,
     # as upstream), rather than being accepted and ignored.
     enable_d_leger_commit_log: bool = field(default=False, metadata={"key": "enableDLegerCommitLog"})
+    # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    metrics_label: str = ""
+    metric_logging_exporter_interval_in_mills: int = 10_000
 
     def resolve_defaults(self) -> None:
         """Fills values RocketMQ derives from the environment (host name, IP, NAMESRV_ADDR)."""

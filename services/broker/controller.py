@@ -28,6 +28,7 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
+from orbitmq.auth.config import AuthConfig
 from orbitmq.broker.client.channel_info import now_ms
 from orbitmq.broker.client.consumer_manager import ConsumerManager
 from orbitmq.broker.client.producer_manager import ProducerManager
@@ -35,6 +36,7 @@ from orbitmq.broker.client.rebalance_lock import RebalanceLockManager
 from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.ha.slave_synchronize import SlaveSynchronize
 from orbitmq.broker.longpolling.pull_request_hold import PullRequestHoldService
+from orbitmq.broker.metrics import BrokerMetricsManager
 from orbitmq.broker.outer_api import BrokerOuterAPI, RegisterBrokerResult
 from orbitmq.broker.processors import filtering
 from orbitmq.broker.processors.registry import Processor, ProcessorRegistry
@@ -49,6 +51,7 @@ from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.constants import PERM_READ, PERM_WRITE, is_readable, is_writeable
 from orbitmq.common.message import MessageConst, properties_to_string
 from orbitmq.common.message_codec import RecordError, decode_record, tags_hash_code
+from orbitmq.common.metrics import metrics_enabled
 from orbitmq.remoting.codes import RequestCode
 from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.server import RemotingServer
@@ -87,7 +90,7 @@ class BrokerController:
             default_topic_queue_nums=config.default_topic_queue_nums,
             cluster_topic_enable=config.cluster_topic_enable, broker_topic_enable=config.broker_topic_enable,
             trace_topic_enable=config.trace_topic_enable, msg_trace_topic_name=config.msg_trace_topic_name,
-            revive_queue_num=config.revive_queue_num)
+            revive_queue_num=config.revive_queue_num, timer_wheel_enable=store_config.timer_wheel_enable)
         self.subscription_group_manager = SubscriptionGroupManager(
             config_dir, auto_create_subscription_group=config.auto_create_subscription_group)
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
@@ -103,6 +106,9 @@ class BrokerController:
             lambda: self.config.wait_time_mills_in_send_queue, config.broker_fast_failure_enable,
             self._is_os_page_cache_busy, lambda: self.config.send_message_test_delay_mills)
         self.stats = BrokerStatsManager()
+        # -- metrics (services/broker/metrics): None when metricsExporterType=DISABLE --
+        self.metrics: BrokerMetricsManager | None = (
+            BrokerMetricsManager(self) if metrics_enabled(config) else None)
         self.processors = ProcessorRegistry()
         # Parked pulls and POPs each hold a request slot for up to their poll time, and a proxy
         # multiplexes many clients over one connection: bound in-flight requests per connection
@@ -127,9 +133,22 @@ class BrokerController:
         self._started = False
         self._background: set[asyncio.Task[Any]] = set()
         self._register_default_processors()
+        # -- ACL 2.0 (services/broker/auth): users/ACLs beside the other metadata, AUTH_* 3001-3010 --
+        from orbitmq.auth.client import install_signing
+        from orbitmq.broker.auth.processor import AuthAdminProcessor
+        from orbitmq.broker.auth.store import AuthMetadataStore
+
+        config.validate_auth()
+        self.auth_store = AuthMetadataStore(config_dir)
+        AuthAdminProcessor(self).register()
+        for client in (self.outer_api.client, self.slave_synchronize.client):
+            install_signing(client, config.inner_credentials())  # BrokerOuterAPI's inner credentials
         # -- delay levels (orbitmq.broker.schedule): put-path redirect + ScheduleMessageService --
         from orbitmq.broker.schedule.schedule_message_service import ScheduleMessageService
         self.schedule_message_service = ScheduleMessageService(self)
+        # -- timer messages (orbitmq.broker.timer): put-time conversion + TimerMessageStore --
+        from orbitmq.broker.timer.timer_message_store import TimerMessageStore
+        self.timer_message_store = TimerMessageStore(self)
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -137,14 +156,22 @@ class BrokerController:
         from orbitmq.broker.store.message_store import MessageStore
 
         self._check_replication_config()
+        await self._start_metrics()
         if self.config.enable_controller_mode:
             # A bad or foreign identity file refuses the start now, not later in the background.
             await asyncio.to_thread(self._check_broker_identity)
         for manager in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager):
             if not await asyncio.to_thread(manager.load):
                 raise RuntimeError(f"cannot load {manager.path}")
+        await asyncio.to_thread(self._load_auth_metadata)
         for code, processor in self.processors.table.items():
-            self.remoting_server.register(code, processor)
+            self.remoting_server.register(code, self._timed(code, processor))
+        if self.config.auth_enabled:
+            from orbitmq.auth.engine import RemotingAuthGuard, guard_processor
+
+            auth_guard = RemotingAuthGuard(self.config, self.config.broker_cluster_name,
+                                           self.auth_store.get_user, self.auth_store.get_acl)
+            self.remoting_server.set_guard(lambda processor: guard_processor(auth_guard, processor))
         self.remoting_server.on_connect(self._on_client_connect)
         ephemeral = self.config.listen_port == 0
         if ephemeral:
@@ -158,6 +185,7 @@ class BrokerController:
         await self.message_store.start()
         await self._start_ha_service()
         await self.schedule_message_service.start(self.message_store)  # delay levels
+        await self.timer_message_store.start(self.message_store)  # timer wheel (delivers once master)
         await self.pull_request_hold_service.start()
         await self.stats.start()
         await self.send_queue.start()
@@ -168,6 +196,8 @@ class BrokerController:
         # Both started above (delay delivery unless SLAVE, POP revive always): a slave stops them.
         self._special_services_on = True
         await self.change_special_service_status(self.store_config.broker_role != SLAVE)
+        if self._special_services_on:
+            self.transaction_check_service.start()  # a master from the start: the early return above skips it
         self._register_now = asyncio.Event()
         self._scan_kick = asyncio.Event()
         self._tasks = [
@@ -202,6 +232,7 @@ class BrokerController:
         await self.stats.shutdown()
         # --- POP (services/broker/pop): stop reviving and persist order info before offsets ---
         await self.pop_service.shutdown()
+        await self.transaction_check_service.shutdown()
         await self.send_queue.shutdown()
         await self.remoting_server.close()
         for task in list(self._background):
@@ -209,11 +240,13 @@ class BrokerController:
                 await task
         await asyncio.to_thread(self._persist_all)
         await self.schedule_message_service.shutdown()  # delay levels: persist delayOffset.json
+        await self.timer_message_store.shutdown()  # timer wheel: flush wheel, log, timercheck
         if self.ha_service is not None:
             await self.ha_service.shutdown()
         if self.message_store is not None:
             await self.message_store.shutdown()
         await self.outer_api.close()
+        await self._stop_metrics()
         log.info("the broker[%s, %s] shutdown OK", self.config.broker_name, self.config.broker_addr)
 
     async def abort_start(self) -> None:
@@ -222,7 +255,8 @@ class BrokerController:
         self._tasks = []
         closers = [self.remoting_server.close, self.pull_request_hold_service.shutdown,
                    self.stats.shutdown, self.send_queue.shutdown, self.outer_api.close,
-                   self.slave_synchronize.shutdown]
+                   self.slave_synchronize.shutdown, self.timer_message_store.shutdown,
+                   self.transaction_check_service.shutdown]
         if self.replicas_manager is not None:
             closers.insert(0, self.replicas_manager.shutdown)
         if self.ha_service is not None:
@@ -233,6 +267,41 @@ class BrokerController:
         if self.message_store is not None:
             with contextlib.suppress(Exception):
                 await self.message_store.shutdown()
+        await self._stop_metrics()
+
+    # ---- metrics and readiness (services/broker/metrics) -------------------------------------
+
+    async def _start_metrics(self) -> None:
+        """/metrics and /ready first, so a probe or scrape during recovery gets an answer."""
+        from orbitmq.common.metrics import hub
+
+        if self.metrics is not None:
+            self.metrics.register()
+        hub().add_readiness(self._readiness_name(), self.readiness)
+        await hub().acquire(self.config, default_host=self.config.broker_ip1)
+
+    async def _stop_metrics(self) -> None:
+        from orbitmq.common.metrics import hub
+
+        hub().remove_readiness(self._readiness_name())
+        if self.metrics is not None:
+            self.metrics.unregister()
+        with contextlib.suppress(Exception):
+            await hub().release(self.config, default_host=self.config.broker_ip1)
+
+    def _readiness_name(self) -> str:
+        return f"broker {self.config.broker_name}@{self.config.broker_ip1}:{id(self):x}"
+
+    def readiness(self) -> bool | str:
+        """Ready once the store is recovered and the role assigned (controller mode: unfenced)."""
+        if not self._started or self.message_store is None:
+            return "store recovering"
+        if self._fenced:
+            return "waiting for the controller to assign a role"
+        return True
+
+    def _timed(self, code: int, processor: Processor) -> Processor:
+        return processor if self.metrics is None else self.metrics.timed(code, processor)
 
     # ---- replication ----------------------------------------------------------------------
 
@@ -329,11 +398,16 @@ class BrokerController:
         self._special_services_on = master
         revive = self.pop_service.revive_service
         if master:
+            self.transaction_check_service.start()  # rebuilds the open-transaction index first
             self.schedule_message_service.start_delivery()
+            self.timer_message_store.set_dequeue_active(True)
             revive.queues.clear()  # revive offsets may have moved on the old master: re-read them
             await revive.start()
         else:
+            await self.transaction_check_service.shutdown()
+            self.transactional_message_service.reset()
             await self.schedule_message_service.stop_delivery()
+            self.timer_message_store.set_dequeue_active(False)
             await revive.shutdown()
 
     def start_slave_synchronize(self, master_addr: str | None) -> None:
@@ -341,6 +415,12 @@ class BrokerController:
 
     def stop_slave_synchronize(self) -> None:
         self.slave_synchronize.stop()
+
+    def _load_auth_metadata(self) -> None:
+        """Blocking: read users/ACLs and create the config's Super users when missing."""
+        self.auth_store.load()
+        if self.auth_store.ensure_super_users(self.config.bootstrap_users()):
+            self.auth_store.persist()
 
     def _persist_all(self) -> None:
         for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager):
@@ -354,7 +434,7 @@ class BrokerController:
     def register_processor(self, code: int, processor: Processor) -> None:
         self.processors.register(code, processor)
         if self._started:
-            self.remoting_server.register(code, self.processors.table[int(code)])
+            self.remoting_server.register(code, self._timed(int(code), self.processors.table[int(code)]))
 
     def on_metadata_changed(self, *, topics: bool = False, groups: bool = False) -> None:
         """Persist the changed tables and tell every NameServer now, not at the next period."""
@@ -387,7 +467,9 @@ class BrokerController:
         "brokerClusterName", "brokerName", "brokerId", "brokerIP1", "brokerIP2", "listenPort", "haListenPort",
         "storePathRootDir", "storePathCommitLog", "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue",
         "namesrvAddr", "sendMessageThreadPoolNums", "sendThreadPoolQueueCapacity", "flushDiskType",
-        "brokerRole", "enableControllerMode", "storePathBrokerIdentity", "enableDLegerCommitLog"})
+        "brokerRole", "enableControllerMode", "storePathBrokerIdentity", "enableDLegerCommitLog",
+        # The timer wheel's files are laid out by these: fixed while it runs.
+        "timerWheelEnable", "timerPrecisionMs", "mappedFileSizeTimerLog"}) | AuthConfig.config_keys()
 
     def update_runtime_config(self, updates: dict[str, str]) -> dict[str, str]:
         """UPDATE_BROKER_CONFIG: validate every key first, then apply them all."""
@@ -505,6 +587,8 @@ class BrokerController:
         appended = result.append_message_result
         if appended is not None and appended.status is _APPEND_PUT_OK:
             self.stats.on_put(msg.topic, appended.msg_num, appended.wrote_bytes)
+            if self.metrics is not None:
+                self.metrics.on_put(msg.topic, msg.properties, msg.sys_flag, appended.msg_num, appended.wrote_bytes)
         return result
 
     async def put_messages(self, msgs: list[MessageExtBrokerInner], *, undelayed: bool = False) -> Any:
@@ -512,6 +596,9 @@ class BrokerController:
         appended = result.append_message_result
         if appended is not None and appended.status is _APPEND_PUT_OK and msgs:
             self.stats.on_put(msgs[0].topic, appended.msg_num, appended.wrote_bytes)
+            if self.metrics is not None:
+                self.metrics.on_put(msgs[0].topic, msgs[0].properties, msgs[0].sys_flag, appended.msg_num,
+                                    appended.wrote_bytes)
         return result
 
     async def put_batch(self, *, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: str,
@@ -532,6 +619,9 @@ class BrokerController:
         if appended is not None and appended.status is _APPEND_PUT_OK and items:
             # As put_messages: the topic after the put hooks, when they ran.
             self.stats.on_put(built[0].topic if built else topic, appended.msg_num, appended.wrote_bytes)
+            if self.metrics is not None:
+                self.metrics.on_put(built[0].topic if built else topic, items[0][2], sys_flag, appended.msg_num,
+                                    appended.wrote_bytes)
         return result
 
     async def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
@@ -540,6 +630,8 @@ class BrokerController:
             group, topic, queue_id, offset, max_msg_nums, max_total_size or MAX_PULL_BYTES, message_filter)
         if result is not None:
             self.stats.on_get(result.message_count if result.status is _GET_FOUND else 0)
+            if self.metrics is not None and result.status is _GET_FOUND:
+                self.metrics.on_read(group, topic, result.message_count, result.buffer_total_size)
         return result
 
     @staticmethod
@@ -741,4 +833,14 @@ class BrokerController:
 
         self.pop_service = PopService(self)
         self.pop_service.register()
+        # --- transactions (services/broker/transaction): END_TRANSACTION, half-message checks ---
+        from orbitmq.broker.transaction.check import TransactionalMessageCheckService
+        from orbitmq.broker.transaction.end_transaction import EndTransactionProcessor
+        from orbitmq.broker.transaction.service import TransactionalMessageService
+
+        self.transactional_message_service = TransactionalMessageService(self)
+        EndTransactionProcessor(self, self.transactional_message_service).register()
+        self.transaction_check_service = TransactionalMessageCheckService(self, self.transactional_message_service)
+        if getattr(self, "metrics", None) is not None:
+            self.metrics.set_half_messages_source(self.transactional_message_service.half_messages)
 

@@ -11,6 +11,7 @@ from orbitmq.client import MQBrokerError
 from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.common.constants import is_retry_topic
 from orbitmq.common.message import Message
+from orbitmq.common.sysflag import TRANSACTION_PREPARED_TYPE
 from orbitmq.common.topic_config import TopicMessageType
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
@@ -24,6 +25,7 @@ from orbitmq.proxy.cluster import (
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.context import ProxyContext
 from orbitmq.proxy.errors import ProxyError
+from orbitmq.proxy.transaction import transaction_id_of_send
 from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.errors import (
     RemotingConnectError,
@@ -222,7 +224,9 @@ class ProducerActivity:
         bodies, properties, ids = encode_messages(request, topic, namespace, remote_address, config, accepted,
                                                   topic_type)
         single = len(bodies) == 1
-        group = first.system_properties.message_group if single else None
+        # A batch goes to its first message's group queue too (the SDK batches one message group per
+        # request), so batched FIFO messages keep their group's order.
+        group = first.system_properties.message_group or None
         queue = cluster.cached_write_queue(topic, group)
         if queue is None:
             queue = await cluster.select_write_queue(topic, group)
@@ -254,6 +258,9 @@ class ProducerActivity:
         if code == OK:
             offset = result.queue_offset
             transaction_id = result.transaction_id or ""
+            if transaction_id and sys_flag & TRANSACTION_PREPARED_TYPE:
+                # A half message: an id any proxy can end it with (services/proxy/transaction.py).
+                transaction_id = transaction_id_of_send(result)
             recall_handle = result.recall_handle or ""
             if not transaction_id and not recall_handle and 0 <= offset <= _INT64_MAX - len(ids):
                 return ok_response(ids, offset)

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import grpc
+from grpc_health.v1 import health_pb2_grpc
 
+from orbitmq.auth.client import install_signing
 from orbitmq.client import MQClientAPI, TopicRouteCache, parse_namesrv_addr
+from orbitmq.common.metrics import hub, metrics_enabled
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
+from orbitmq.proxy.auth import new_auth_interceptor
 from orbitmq.proxy.client_manager import ClientManager
 from orbitmq.proxy.cluster import ClusterService, FailoverStats
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.consumer import ConsumerActivity
+from orbitmq.proxy.metrics import ProxyHealth, ProxyMetrics
 from orbitmq.proxy.offsets import OffsetActivity
 from orbitmq.proxy.producer import ProducerActivity
 from orbitmq.proxy.route import RouteActivity
 from orbitmq.proxy.service import MessagingService
+from orbitmq.proxy.transaction import TransactionActivity
 from orbitmq.remoting.client import RemotingClient
 
 log = logging.getLogger("orbitmq.proxy")
@@ -36,6 +43,10 @@ class ProxyServer:
         self.clients: ClientManager | None = None
         self.consumer: ConsumerActivity | None = None
         self.cluster: ClusterService | None = None
+        # metrics and health (services/proxy/metrics.py); metrics None when metricsExporterType=DISABLE
+        self.metrics: ProxyMetrics | None = (
+            ProxyMetrics(config, lambda: self.clients) if metrics_enabled(config) else None)
+        self.health: ProxyHealth | None = None
 
     def failover_stats(self) -> dict[str, int]:
         """broker_failures, send_retries, possible_duplicates (messages re-sent after an unknown outcome)."""
@@ -47,21 +58,39 @@ class ProxyServer:
 
     async def start(self) -> None:
         cfg = self.config
+        # /metrics and /ready before anything else, so a scrape during start-up is answered.
+        if self.metrics is not None:
+            hub().add_source(self.metrics.collect)
+        hub().add_readiness(self._readiness_name(), self._readiness)
+        await hub().acquire(cfg, default_host="0.0.0.0")
         namesrvs = parse_namesrv_addr(cfg.namesrv_addr)
-        self.api = MQClientAPI(RemotingClient(), timeout=cfg.remoting_timeout_millis / 1000.0)
+        cfg.validate_auth()
+        remoting = RemotingClient()
+        install_signing(remoting, cfg.inner_credentials())  # ACL 2.0: the proxy's own calls are signed
+        self.api = MQClientAPI(remoting, timeout=cfg.remoting_timeout_millis / 1000.0)
         self.routes = TopicRouteCache(self.api, namesrvs, cfg.topic_route_service_cache_refresh_seconds)
         cluster = self.cluster = ClusterService(cfg, self.api, self.routes)
         self.clients = ClientManager(cfg, cluster)
         self.consumer = ConsumerActivity(cfg, cluster, self.clients)
         service = MessagingService(RouteActivity(cfg, cluster), ProducerActivity(cfg, cluster), self.consumer,
                                    OffsetActivity(cfg, cluster), self.clients)
+        # Transactions (services/proxy/transaction.py): EndTransaction and the check-back relay.
+        service.transactions = TransactionActivity(cfg, cluster, self.clients)
+        service.transactions.start()
         limit = cfg.grpc_max_inbound_message_size
-        server = grpc.aio.server(options=[
+        interceptors: list[grpc.aio.ServerInterceptor] = []
+        if cfg.auth_enabled:  # ACL 2.0 (services/proxy/auth.py)
+            interceptors.append(new_auth_interceptor(cfg, cluster, self.api))
+        server = grpc.aio.server(interceptors=interceptors or None, options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
         ])
+        if self.metrics is not None:
+            self.metrics.instrument(service)  # counting wrappers, not an interceptor (cheaper per call)
         sgrpc.add_MessagingServiceServicer_to_server(service, server)
+        self.health = ProxyHealth(self.routes)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, server)
         port = server.add_insecure_port(f"{self.host}:{cfg.grpc_server_port}")
         if port == 0:
             raise OSError(f"cannot listen on {self.host}:{cfg.grpc_server_port}")
@@ -72,11 +101,14 @@ class ProxyServer:
         self.routes.start()
         self.clients.start()
         self.consumer.start()
+        await self.health.start()
         log.info("gRPC proxy listening on %s:%d (NameServers %s)", self.host, port, ";".join(namesrvs))
 
     async def shutdown(self) -> None:
         if self.cluster is not None and any(self.cluster.failover.as_dict().values()):
             log.info("failover: %s", " ".join(f"{k}={v}" for k, v in self.failover_stats().items()))
+        if self.health is not None:
+            await self.health.shutdown()  # NOT_SERVING while the server drains
         if self._server is not None:
             await self._server.stop(self.config.grpc_shutdown_time_seconds)
             self._server = None
@@ -88,6 +120,20 @@ class ProxyServer:
             await self.routes.stop()
         if self.api is not None:
             await self.api.close()
+        await self._stop_metrics()
+
+    async def _stop_metrics(self) -> None:
+        hub().remove_readiness(self._readiness_name())
+        if self.metrics is not None:
+            hub().remove_source(self.metrics.collect)
+        with contextlib.suppress(Exception):
+            await hub().release(self.config, default_host="0.0.0.0")
+
+    def _readiness_name(self) -> str:
+        return f"proxy {self.config.proxy_name}:{id(self):x}"
+
+    def _readiness(self) -> bool | str:
+        return self.health.readiness() if self.health is not None else "starting"
 
     async def wait_closed(self) -> None:
         if self._server is not None:

@@ -24,6 +24,7 @@ from orbitmq.proxy.context import ProxyContext
 from orbitmq.proxy.offsets import OffsetActivity
 from orbitmq.proxy.producer import ProducerActivity
 from orbitmq.proxy.route import RouteActivity
+from orbitmq.proxy.transaction import TransactionActivity
 
 log = logging.getLogger("orbitmq.proxy.service")
 Code = pb.Code
@@ -37,6 +38,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.consumer = consumer
         self.offsets = offsets
         self.clients = clients
+        # Set by the server (services/proxy/transaction.py); None answers NOT_IMPLEMENTED.
+        self.transactions: TransactionActivity | None = None
 
     @staticmethod
     async def _unary(context: grpc.aio.ServicerContext, response_cls: type,
@@ -129,7 +132,11 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.SendMessageResponse(status=errors.status_of(exc))
 
     async def EndTransaction(self, request, context):
-        return await self._unary(context, spb.EndTransactionResponse, _not_implemented("EndTransaction"))
+        transactions = self.transactions
+        if transactions is None:
+            return await self._unary(context, spb.EndTransactionResponse, _not_implemented("EndTransaction"))
+        return await self._unary(context, spb.EndTransactionResponse,
+                                 lambda ctx: transactions.end_transaction(ctx, request))
 
     async def RecallMessage(self, request, context):
         return await self._unary(context, spb.RecallMessageResponse, _not_implemented("RecallMessage"))

@@ -160,9 +160,14 @@ def test_offsets_errors(stub, names) -> None:
 
 
 def test_not_implemented_is_a_status(stub, names) -> None:
+    response = stub.SyncLiteSubscription(spb.SyncLiteSubscriptionRequest(), metadata=rawgrpc.metadata())
+    assert response.status.code == Code.NOT_IMPLEMENTED
+
+
+def test_end_transaction_without_transaction_id_is_a_status(stub, names) -> None:
     response = stub.EndTransaction(spb.EndTransactionRequest(topic=pb.Resource(name=names["topic"])),
                                    metadata=rawgrpc.metadata())
-    assert response.status.code == Code.NOT_IMPLEMENTED
+    assert response.status.code == Code.INVALID_TRANSACTION_ID
 
 
 def test_official_client_sees_topic_not_found(cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:

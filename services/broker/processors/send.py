@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orbitmq.broker.transaction.bridge import half_message_refusal, is_half_send, rewrite_half_message
 from orbitmq.common import validators
 from orbitmq.common.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 
 DLQ_NUMS_PER_GROUP = 1
 _DELAY_LEVEL = MessageConst.DELAY_TIME_LEVEL
+_TIMER_DELIVER_MS = MessageConst.TIMER_DELIVER_MS
+_TIMER_DELAY_SEC = MessageConst.TIMER_DELAY_SEC
+_TIMER_DELAY_MS = MessageConst.TIMER_DELAY_MS
 _TRANSACTION_PREPARED = MessageConst.TRANSACTION_PREPARED
 _MSG_REGION = MessageConst.MSG_REGION
 _TRACE_SWITCH = MessageConst.TRACE_SWITCH
@@ -293,6 +297,17 @@ class SendMessageProcessor:
             sys_flag=sys_flag, born_timestamp=header.born_timestamp,
             born_host=self.broker.remote_addr(channel), reconsume_times=header.reconsume_times,
             properties_string=header.properties if exact and props else None)
+        if is_half_send(props, header.reconsume_times):
+            # A prepared (half) message: stored in RMQ_SYS_TRANS_HALF_TOPIC (services/broker/transaction).
+            refusal = half_message_refusal(props)
+            if refusal is not None:
+                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, refusal)
+            rewrite_half_message(inner)
+            result = await self.broker.send_queue.submit(lambda: self.broker.put_message(inner))
+            code, remark, extra = map_put_result(result, queue_id, batch=False)
+            if extra:
+                extra["transactionId"] = inner.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+            return code, remark, extra
         result = await self.broker.send_queue.submit(lambda: self.broker.put_message(inner))
         return map_put_result(result, queue_id, batch=False)
 
@@ -342,6 +357,10 @@ class SendMessageProcessor:
             if props.get(_DELAY_LEVEL, "0") not in ("", "0"):
                 # The delay redirect rewrites one message at a time; upstream refuses delayed batches.
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay message")
+            if _TIMER_DELIVER_MS in props or _TIMER_DELAY_SEC in props or _TIMER_DELAY_MS in props:
+                # Upstream files a batch's items past the timer conversion (they would be delivered
+                # at once); refused here instead, like delay levels, so no delay is silently lost.
+                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support timer message")
             append((flag, item_body, props, properties if exact and props else None))
         # Stored once every message passed its checks (nothing is observable in between). No
         # message is delayed (refused above), so the delay redirect has nothing to do: the
