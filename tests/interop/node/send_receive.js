@@ -1,5 +1,5 @@
 // Sends messages and receives/acks them through an OrbitMQ proxy with the official RocketMQ 5
-// Node.js client. Usage: node send_receive.js <endpoint> <topic> <group> <count>
+// Node.js client. Usage: node send_receive.js <endpoint> <topic> <group> <count> [accessKey secretKey]
 // Prints one JSON line {sent: [...ids], received: [{id, body, tag, keys, props}], acked: n}.
 'use strict';
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
@@ -7,9 +7,11 @@ const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
 const quiet = { info() {}, warn() {}, debug() {}, error: console.error };
 
 async function main() {
-  const [endpoints, topic, group, countArg] = process.argv.slice(2);
+  const [endpoints, topic, group, countArg, accessKey, accessSecret] = process.argv.slice(2);
   const count = Number(countArg);
-  const producer = new Producer({ endpoints, logger: quiet });
+  // ACL 2.0: the client signs every request when given credentials
+  const sessionCredentials = accessKey ? { accessKey, accessSecret } : undefined;
+  const producer = new Producer({ endpoints, sessionCredentials, logger: quiet });
   await producer.startup();
   const sent = [];
   for (let i = 0; i < count; i++) {
@@ -23,7 +25,7 @@ async function main() {
 
   const consumer = new SimpleConsumer({
     endpoints, consumerGroup: group, subscriptions: new Map([[topic, 'node']]), awaitDuration: 2000,
-    logger: quiet,
+    sessionCredentials, logger: quiet,
   });
   await consumer.startup();
   const received = [];
