@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from orbitmq.auth.config import AuthConfig
 from orbitmq.common.constants import DEFAULT_CLUSTER, NAMESRV_ADDR_ENV
-from orbitmq.config import ConfigBase
 
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
@@ -16,7 +16,7 @@ def _default_namesrv() -> str:
 
 
 @dataclass
-class ProxyConfig(ConfigBase):
+class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orbitmq.auth.config
     """Defaults are upstream ProxyConfig's, except where noted."""
 
     rocket_mq_cluster_name: str = field(default=DEFAULT_CLUSTER, metadata={"key": "rocketMQClusterName"})
@@ -73,10 +73,17 @@ class ProxyConfig(ConfigBase):
     renew_max_time_millis: int = 3 * 3600 * 1000
     max_renew_retry_times: int = 3
     invisible_time_millis_when_clear: int = 1_000
-    # Delay messages (delivery_timestamp) also get the nearest longer delay level, which the
-    # broker's ScheduleMessageService serves; on because our brokers have no timer wheel yet.
-    use_delay_level: bool = True
+    # Off (upstream's default): delivery_timestamp travels as TIMER_DELIVER_MS to the broker's
+    # timer wheel. On: the message also gets the first delay level longer than its wait, which
+    # wins on the broker (ScheduleMessageService; the longest level is 2 h by default).
+    use_delay_level: bool = False
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    metrics_label: str = ""
+    metric_logging_exporter_interval_in_mills: int = 10_000
 
     def delay_levels_millis(self) -> list[int]:
         """The delay level table in milliseconds, level 1 first."""

@@ -311,8 +311,12 @@ def encode_message_properties(message: pb.Message, producer_group: str, remote_a
             born_part = f"{_BORN_TIMESTAMP_}{timestamp_ms(ts)}{_PS}"
     else:
         born_part = ""
-    if message_type == UNSPECIFIED:
-        message_type = DELAY if has_delivery else FIFO if group else NORMAL
+    if has_delivery and message_type != TRANSACTION:
+        # A delivery time makes it a DELAY message whatever type was declared, as upstream's
+        # TopicMessageType.parseFromMessageProperty reads it (so a FIFO topic refuses it).
+        message_type = DELAY
+    elif message_type == UNSPECIFIED:
+        message_type = FIFO if group else NORMAL
     return (f"{user}{tag_part}{keys_part}{_UNIQ_}{message_id}{_PS}{tran_part}{delay_part}{_RECONSUME_}{attempt}{_PS}"
             f"{_PGROUP_}{producer_group}{_PS}{group_part}{trace_part}{host_part}{born_part}",
             message_id, message_type)
@@ -343,10 +347,10 @@ def message_type_of(props: dict[str, str]) -> int:
 def message_type_of_request(message: pb.Message) -> int:
     """The message type implied by what a producer set (for the topic type check)."""
     sysp = message.system_properties
+    if sysp.HasField("delivery_timestamp") and sysp.message_type != TRANSACTION:
+        return DELAY  # as encode_message_properties
     if sysp.message_type != UNSPECIFIED:
         return sysp.message_type
-    if sysp.HasField("delivery_timestamp"):
-        return DELAY
     if sysp.message_group:
         return FIFO
     return NORMAL

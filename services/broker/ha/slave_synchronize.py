@@ -8,7 +8,10 @@ passed since the last full copy, and if so asks the master (its Remoting address
 - GET_ALL_TOPIC_CONFIG (21): replaces the table when the master's DataVersion differs;
 - GET_ALL_CONSUMER_OFFSET (43): merged over the local offsets (a slave commits none itself);
 - GET_ALL_DELAY_OFFSET (45): delayOffset.json, so delivery resumes where the master was;
-- GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): replaces the table when the DataVersion differs.
+- GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): replaces the table when the DataVersion differs;
+- AUTH_LIST_USER (3005) and AUTH_LIST_ACL (3010): the ACL 2.0 users and ACLs, replaced when they
+  differ (so a promoted slave enforces the same ACLs);
+- GET_TIMER_CHECK_POINT (60): the master's timer read time, where a promoted slave delivers from.
 
 Each table is persisted after it changed. One failing request does not stop the others.
 """
@@ -130,7 +133,7 @@ class SlaveSynchronize:
         """One full copy; True when every part succeeded."""
         ok = True
         for step in (self.sync_topic_config, self.sync_consumer_offset, self.sync_delay_offset,
-                     self.sync_subscription_group_config):
+                     self.sync_subscription_group_config, self.sync_auth_metadata, self.sync_timer_check_point):
             try:
                 await step()
             except asyncio.CancelledError:
@@ -139,6 +142,22 @@ class SlaveSynchronize:
                 ok = False
                 log.warning("SlaveSynchronize %s failed: %s", step.__name__, exc)
         return ok
+
+    async def sync_timer_check_point(self) -> None:
+        """GET_TIMER_CHECK_POINT (60): a slave's timer read time follows the master's, so once
+        promoted it delivers from where the master stopped (services/broker/timer)."""
+        timer = getattr(self.broker, "timer_message_store", None)
+        addr = self.master_addr
+        if timer is None or timer.checkpoint is None or timer.dequeue_active or not addr:
+            return
+        try:
+            response = await self.client.invoke(addr, RemotingCommand.request(RequestCode.GET_TIMER_CHECK_POINT),
+                                                RPC_TIMEOUT)
+        except (RemotingError, OSError, TimeoutError) as exc:
+            raise SlaveSyncError(f"timer checkpoint from {addr}: {exc}") from None
+        if response.code != ResponseCode.SUCCESS:
+            raise SlaveSyncError(f"timer checkpoint from {addr}: code {response.code} {response.remark}")
+        timer.apply_master_checkpoint(response.body or b"")
 
     async def sync_topic_config(self) -> None:
         obj = await self._fetch(RequestCode.GET_ALL_TOPIC_CONFIG, "topic config")
@@ -176,3 +195,14 @@ class SlaveSynchronize:
         await _install(manager, obj, replace=True)
         await manager.persist_async()
         log.info("update slave subscription group config from master %s", self.master_addr)
+
+    async def sync_auth_metadata(self) -> None:
+        from orbitmq.auth.model import Acl, User
+        from orbitmq.broker.auth.store import persist_both
+
+        users = await self._fetch(RequestCode.AUTH_LIST_USER, "users")
+        acls = await self._fetch(RequestCode.AUTH_LIST_ACL, "acls")
+        store = self.broker.auth_store
+        if store.replace_all([User.from_json(u) for u in users], [Acl.from_json(a) for a in acls]):
+            await persist_both(store)
+            log.info("update slave users and ACLs from master %s", self.master_addr)

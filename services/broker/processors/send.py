@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orbitmq.broker.recall.send_hook import recall_handle_of
 from orbitmq.broker.transaction.bridge import half_message_refusal, is_half_send, rewrite_half_message
 from orbitmq.common import validators
 from orbitmq.common.constants import (
@@ -47,6 +48,9 @@ _TIMER_DELAY_MS = MessageConst.TIMER_DELAY_MS
 _TRANSACTION_PREPARED = MessageConst.TRANSACTION_PREPARED
 _MSG_REGION = MessageConst.MSG_REGION
 _TRACE_SWITCH = MessageConst.TRACE_SWITCH
+_TIMER_OUT_MS = MessageConst.TIMER_OUT_MS
+_REPLY_TO_CLIENT = MessageConst.MESSAGE_REPLY_TO_CLIENT
+_CLUSTER = MessageConst.CLUSTER
 # SendMessageRequestHeaderV2's one-letter names -> SendMessageRequestHeader's names.
 V2_FIELD_NAMES = {
     "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
@@ -289,6 +293,11 @@ class SendMessageProcessor:
             queue_id = dlq_queue
             exact = False  # DELAY may have been dropped: encode the dict
         self._check_transaction(props)
+        if _REPLY_TO_CLIENT in props:
+            # A request (request/reply): the responder addresses its reply to <CLUSTER>_REPLY_TOPIC.
+            # Upstream stamps CLUSTER on every message; only requests need it.
+            props[_CLUSTER] = self.broker.config.broker_cluster_name
+            exact = False
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == MULTI_TAG:
             sys_flag |= MULTI_TAGS_FLAG
@@ -309,7 +318,13 @@ class SendMessageProcessor:
                 extra["transactionId"] = inner.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
             return code, remark, extra
         result = await self.broker.send_queue.submit(lambda: self.broker.put_message(inner))
-        return map_put_result(result, queue_id, batch=False)
+        code, remark, extra = map_put_result(result, queue_id, batch=False)
+        if extra and _TIMER_OUT_MS in inner.properties:
+            # A timer message parked in the wheel: the handle that recalls it (services/broker/recall).
+            handle = recall_handle_of(inner, self.broker.config.broker_name)
+            if handle:
+                extra["recallHandle"] = handle
+        return code, remark, extra
 
     # ---- batch ----------------------------------------------------------------------------
 

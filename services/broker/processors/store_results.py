@@ -36,6 +36,10 @@ _PUT_STATUS: dict[str, tuple[int, bool, str | None]] = {
                   "service not available now, maybe disk full, please check the broker's disk usage."),
     "IN_SYNC_REPLICAS_NOT_ENOUGH": (ResponseCode.SYSTEM_ERROR, False, "in-sync replicas not enough"),
     "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, False, "UNKNOWN_ERROR"),
+    # Timer messages: the remark with the configured limits comes with the result (``remark``).
+    "WHEEL_TIMER_FLOW_CONTROL": (ResponseCode.SYSTEM_ERROR, False, "timer message is under flow control"),
+    "WHEEL_TIMER_MSG_ILLEGAL": (ResponseCode.MESSAGE_ILLEGAL, False, "timer message illegal"),
+    "WHEEL_TIMER_NOT_ENABLE": (ResponseCode.SYSTEM_ERROR, False, "accurate timer message is not enabled"),
 }
 
 
@@ -50,6 +54,6 @@ def map_put_result(result: Any, queue_id: int, batch: bool) -> tuple[int, str | 
     name = status_name(result.status)
     code, stored, remark = _PUT_STATUS.get(name, (ResponseCode.SYSTEM_ERROR, False, "UNKNOWN_ERROR DEFAULT"))
     if not stored:
-        return code, remark, {}
+        return code, getattr(result, "remark", None) or remark, {}
     append = result.append_message_result
     return code, remark, ext(msgId=append.msg_id, queueId=queue_id, queueOffset=append.logics_offset)

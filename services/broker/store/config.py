@@ -84,6 +84,22 @@ class MessageStoreConfig(ConfigBase):
     # -- delay levels (used by orbitmq.broker.schedule; upstream MessageStoreConfig keys) --
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval: int = 10_000
+    # -- timer messages (services/broker/timer; upstream MessageStoreConfig keys and defaults) --
+    # Off: messages with TIMER_* properties are refused (WHEEL_TIMER_NOT_ENABLE), no wheel files.
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    # Delays at least this many slots ahead are parked and rolled (2 <= n <= 604740, else 604740).
+    timer_roll_window_slot: int = 2 * 24 * 3600
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    timer_flush_interval_ms: int = 1000
+    # Flow control per slot: off by default (Integer.MAX_VALUE).
+    timer_congest_num_each_slot: int = 2**31 - 1
+    timer_enable_retry_until_success: bool = False
+    timer_stop_enqueue: bool = False
+    timer_stop_dequeue: bool = False
+    # Milliseconds after start before due timer messages are delivered (-1: at once).
+    disappear_time_after_start: int = -1
     # -- replication (services/broker/ha; reference §2.1, §3.6, §5, §6) --
     # Classic slave: the master's HA address (ip:port); empty = the one the NameServer returns.
     ha_master_address: str = ""
@@ -114,6 +130,10 @@ class MessageStoreConfig(ConfigBase):
             raise ValueError(f"config key brokerRole: expected one of {BROKER_ROLES}, got {self.broker_role!r}")
         if self.mapped_file_size_consume_queue % CQ_STORE_UNIT_SIZE:
             raise ValueError("config key mappedFileSizeConsumeQueue: must be a multiple of 20 (one ConsumeQueue entry)")
+        if self.timer_precision_ms <= 0:
+            raise ValueError(f"config key timerPrecisionMs: must be positive, got {self.timer_precision_ms}")
+        if self.timer_max_delay_sec <= 0:
+            raise ValueError(f"config key timerMaxDelaySec: must be positive, got {self.timer_max_delay_sec}")
         self.store_path_root_dir = os.path.expanduser(self.store_path_root_dir)
 
     @property
@@ -139,6 +159,18 @@ class MessageStoreConfig(ConfigBase):
     @property
     def epoch_file_path(self) -> str:
         return self.store_path_epoch_file or os.path.join(self.store_path_root_dir, "epochFileCheckpoint")
+
+    @property
+    def timer_wheel_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "timerwheel")
+
+    @property
+    def timer_log_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "timerlog")
+
+    @property
+    def timer_checkpoint_path(self) -> str:
+        return os.path.join(self.config_dir, "timercheck")
 
     @property
     def abort_path(self) -> str:

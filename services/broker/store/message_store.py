@@ -656,8 +656,9 @@ class MessageStore:
         """Append a batch, all or nothing in one lock; SYNC_FLUSH waits for the disk.
 
         ``undelayed``: the caller guarantees no message carries a DELAY level other than absent,
-        empty or "0" (SEND_BATCH_MESSAGE refuses the others), so hooks marked ``only_delayed``
-        (the delay redirect, a no-op for such messages) are not called per message.
+        empty or "0", nor a TIMER_* delivery property (SEND_BATCH_MESSAGE refuses the others), so
+        hooks marked ``only_delayed`` (the delay redirect and the timer conversion, no-ops for such
+        messages) are not called per message.
         """
         status = self._check_store_status()
         if status is not None:

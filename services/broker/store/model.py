@@ -74,6 +74,10 @@ class PutMessageStatus(enum.Enum):
     # RocketMQ reports this as SERVICE_NOT_AVAILABLE, the broker maps it the same way.
     DISK_FULL = "DISK_FULL"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    # Timer messages (services/broker/timer): the put-time conversion refused the message.
+    WHEEL_TIMER_FLOW_CONTROL = "WHEEL_TIMER_FLOW_CONTROL"
+    WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
+    WHEEL_TIMER_NOT_ENABLE = "WHEEL_TIMER_NOT_ENABLE"
 
 
 class AppendMessageStatus(enum.Enum):

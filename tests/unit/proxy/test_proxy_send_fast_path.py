@@ -113,7 +113,8 @@ def test_properties_string_is_the_dict_paths(index: int, use_delay_level: bool) 
 def test_properties_order_is_build_message_properties_order() -> None:
     message = _message(message_id="ID", user={"u": "1"}, tag="t", keys=["a", "b"], delivery=NOW + 4_000,
                        message_type=pb.MessageType.DELAY, message_group="g", trace_context="tc", born=NOW)
-    text, _, message_type = converter.encode_message_properties(message, "PG", REMOTE, ProxyConfig())
+    text, _, message_type = converter.encode_message_properties(message, "PG", REMOTE,
+                                                                ProxyConfig(use_delay_level=True))
     names = [item.split("\x01")[0] for item in text.split("\x02") if item]
     assert names == ["u", "TAGS", "KEYS", "UNIQ_KEY", "DELAY", "TIMER_DELIVER_MS", "RECONSUME_TIME", "PGROUP",
                      "__SHARDINGKEY", "TRACE_CONTEXT", "__BORNHOST", "BORN_TIMESTAMP"]

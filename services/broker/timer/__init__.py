@@ -1,0 +1,1 @@
+"""Timer messages: RocketMQ 5's TimerMessageStore (rmq_sys_wheel_timer, timerwheel, timerlog, timercheck)."""

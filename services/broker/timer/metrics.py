@@ -1,0 +1,44 @@
+"""The timer store's figures for Prometheus (DefaultStoreMetricsManager's timer gauges).
+
+Counters (rocketmq_timer_enqueue_total / dequeue_total, rocketmq_delay_message_latency) go
+through the broker's metrics manager hooks as messages pass; the gauges are read at scrape time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from orbitmq.common import metrics as m
+
+if TYPE_CHECKING:
+    from .timer_message_store import TimerMessageStore
+
+ENQUEUE_LATENCY_WINDOW_MS = 2000
+
+
+def timer_gauges(timer: TimerMessageStore, manager: Any) -> Iterable[m.Metric]:
+    """rocketmq_timer_enqueue_lag, _enqueue_latency (ms), _dequeue_latency (s, as upstream) and
+    rocketmq_timing_messages{topic}."""
+    names = manager.label_names
+    common = manager.common_labels
+    stats = timer.stats()
+    lag = m.gauge("rocketmq_timer_enqueue_lag", "Timer queue entries not yet filed into the wheel.", names)
+    lag.add_metric(common, stats["enqueueLag"])
+    yield lag
+    now = timer.now_ms()
+    last = timer.last_enqueue_store_ms
+    latency = now - last if last and now - last <= ENQUEUE_LATENCY_WINDOW_MS else 0
+    enqueue = m.gauge("rocketmq_timer_enqueue_latency", "now - store time of the last filed message (ms).", names)
+    enqueue.add_metric(common, latency)
+    yield enqueue
+    dequeue = m.gauge("rocketmq_timer_dequeue_latency",
+                      "How far the wheel's read time is behind now, in seconds as upstream reports it.", names)
+    dequeue.add_metric(common, stats["dequeueLatencySec"] if timer.dequeue_active else 0)
+    yield dequeue
+    if timer.timer_metrics is not None:
+        timing = m.gauge("rocketmq_timing_messages", "Timer messages waiting in the wheel (timermetrics).",
+                         (*names, "topic"))
+        for topic, count in sorted(timer.timer_metrics.counts().items()):
+            timing.add_metric((*common, topic), count)
+        yield timing

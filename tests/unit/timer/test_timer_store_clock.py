@@ -1,0 +1,109 @@
+"""TimerMessageStore in process over a real MessageStore, driven by a test clock.
+
+The clock is an injected ``now_ms`` (the constructor's seam), so a 3 h delay can be walked
+through in seconds: with a 20-minute roll window the message is parked and rolled 9 or more times,
+and it must not reach its real topic before its time, then arrive within one precision of it.
+A restart of the timer store in the middle (files reopened, recovery) changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+from orbitmq.broker.controller import BrokerController
+from orbitmq.broker.store.config import MessageStoreConfig
+from orbitmq.broker.store.message_store import MessageStore
+from orbitmq.broker.timer.metrics import timer_gauges
+from orbitmq.broker.timer.timer_message_store import TimerMessageStore
+from orbitmq.common.message_codec import decode_record
+
+START = 1_795_000_000_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _broker(store: MessageStore, config: MessageStoreConfig) -> SimpleNamespace:
+    broker = SimpleNamespace(store_config=config, register_processor=lambda code, fn: None)
+    broker.put_message = store.put_message
+    broker.new_inner_message = lambda **kw: BrokerController.new_inner_message(broker, **kw)
+    return broker
+
+
+def _messages(store: MessageStore, topic: str) -> list:
+    cq = store.get_consume_queue(topic, 0)
+    if cq is None:
+        return []
+    out = []
+    for i in range(cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()):
+        phy, size, _ = cq.get_entry(i)
+        out.append(decode_record(store.commit_log.get_message(phy, size), 0, check_crc=False))
+    return out
+
+
+async def _settle(timer: TimerMessageStore, store: MessageStore) -> None:
+    """Let the enqueue and dequeue services catch up with the clock."""
+    for _ in range(200):
+        await asyncio.sleep(0.005)
+        cq = store.get_consume_queue("rmq_sys_wheel_timer", 0)
+        queued = cq.get_max_offset_in_queue() if cq is not None else 0
+        if (timer.commit_queue_offset >= queued and timer.curr_write_time_ms >= timer.floor_now()
+                and timer.curr_read_time_ms >= timer.curr_write_time_ms):
+            return
+
+
+async def test_three_hours_with_rolls_never_early(tmp_path: Path) -> None:
+    config = MessageStoreConfig(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=8 * 1024 * 1024,
+                                timer_roll_window_slot=1200, mapped_file_size_timer_log=52 * 200)
+    clock = Clock()
+    store = MessageStore(config)
+    await store.start()
+    broker = _broker(store, config)
+    timer = TimerMessageStore(broker, now_ms=clock)
+    await timer.start(store)
+    deliver = START + 3 * 3600 * 1000 + 250
+    try:
+        inner = broker.new_inner_message(topic="Real", queue_id=0, body=b"3h", flag=0,
+                                         properties={"TIMER_DELIVER_MS": str(deliver), "UNIQ_KEY": "U3H"},
+                                         sys_flag=0, born_timestamp=START, born_host="127.0.0.1:1",
+                                         reconsume_times=0)
+        assert (await store.put_message(inner)).is_ok()
+        restarted = False
+        while clock.now < deliver + 2000:
+            left = deliver - clock.now
+            clock.now += 90_000 if left > 100_000 else 5_000 if left > 6_000 else 250
+            await _settle(timer, store)
+            delivered = _messages(store, "Real")
+            if clock.now < deliver:
+                assert delivered == [], f"delivered {deliver - clock.now} ms early"
+            if not restarted and clock.now > START + 3600 * 1000:
+                # A clean restart of the timer store halfway: files reopened and recovered.
+                await timer.shutdown()
+                timer = TimerMessageStore(broker, now_ms=clock)
+                store.put_message_hooks.clear()
+                await timer.start(store)
+                restarted = True
+        delivered = _messages(store, "Real")
+        assert len(delivered) == 1
+        msg = delivered[0]
+        assert msg.body == b"3h" and msg.properties["UNIQ_KEY"] == "U3H"
+        assert int(msg.properties["TIMER_DEQUEUE_MS"]) >= deliver
+        assert int(msg.properties["TIMER_DEQUEUE_MS"]) - deliver <= 1000 + 500
+        assert int(msg.properties["TIMER_ROLL_TIMES"]) >= 8
+        # The scrape-time gauges: nothing waits any more, the read time is current.
+        manager = SimpleNamespace(label_names=("cluster",), common_labels=("c",))
+        families = {f.name: f for f in timer_gauges(timer, manager)}
+        assert [s.value for s in families["rocketmq_timer_enqueue_lag"].samples] == [0]
+        assert [s.value for s in families["rocketmq_timer_dequeue_latency"].samples] == [0]
+        timing = families["rocketmq_timing_messages"].samples
+        assert [(s.labels["topic"], s.value) for s in timing] == [("Real", 0)]
+    finally:
+        await timer.shutdown()
+        await store.shutdown()
