@@ -27,6 +27,10 @@ from orbitmq.log import setup_logging
 
 DEFAULT_DATA_DIR = "~/.orbitmq"
 BROKER_READY = "orbitmq local broker ready on port"
+# The broker child's own metrics port (ephemeral): the parent merges it into its one endpoint.
+BROKER_METRICS = "orbitmq local broker metrics on port"
+METRICS_KEYS = frozenset({"metricsExporterType", "metricsPromExporterHost", "metricsPromExporterPort", "metricsLabel",
+                          "metricLoggingExporterIntervalInMills"})
 # How long a broker child may take to boot (store recovery) and to flush on shutdown.
 BROKER_START_TIMEOUT_SECONDS = 120.0
 BROKER_STOP_TIMEOUT_SECONDS = 60.0
@@ -111,12 +115,18 @@ class BrokerProcess:
     def __init__(self, argv: list[str]) -> None:
         self.argv = argv
         self.port: int | None = None
+        self.metrics_port: int | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._drain: asyncio.Task[None] | None = None
 
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        """Started (store recovered, registered) and not exited."""
+        return self.port is not None and self._proc is not None and self._proc.returncode is None
 
     async def start(self) -> None:
         # A session of its own: a terminal's Ctrl-C reaches only the parent, which then stops
@@ -135,6 +145,9 @@ class BrokerProcess:
                     if line.startswith(BROKER_READY):
                         self.port = int(line.rsplit(" ", 1)[1])
                         break
+                    if line.startswith(BROKER_METRICS):
+                        self.metrics_port = int(line.rsplit(" ", 1)[1])
+                        continue
                     sys.stdout.write(line)
         except BaseException:
             await self.shutdown()
@@ -198,6 +211,7 @@ class LocalCluster:
         self.namesrv = None
         self.broker = None
         self.proxy = None
+        self._remote_metrics: int | None = None
 
     @property
     def namesrv_addr(self) -> str:
@@ -206,6 +220,12 @@ class LocalCluster:
     @property
     def endpoint(self) -> str:
         return f"{self.host}:{self.proxy.port if self.proxy else self.proxy_port}"
+
+    def metrics_values(self) -> dict[str, str]:
+        """The metrics keys every service of the cluster shares: one endpoint, on --host."""
+        values = {"metricsPromExporterHost": self.host}
+        values.update({k: v for k, v in self.overrides.items() if k in METRICS_KEYS})
+        return values
 
     def _configs(self):
         from orbitmq.broker.config import BrokerConfig
@@ -219,6 +239,7 @@ class LocalCluster:
             "listenPort": str(self.namesrv_port),
             "kvConfigPath": str(self.data_dir / "namesrv" / "kvConfig.json"),
             "configStorePath": str(self.data_dir / "namesrv" / "namesrv.properties"),
+            **self.metrics_values(),
         }
         (namesrv_cfg,) = load_configs(None, values, NamesrvConfig)
         broker_values = {
@@ -230,6 +251,8 @@ class LocalCluster:
         }
         proxy_values = {"namesrvAddr": self.namesrv_addr, "grpcServerPort": str(self.proxy_port),
                         "autoCreateTopicEnable": "true"}
+        broker_values.update(self.metrics_values())
+        proxy_values.update(self.metrics_values())
         broker_keys = set(BrokerConfig.config_keys()) | set(MessageStoreConfig.config_keys())
         for key, value in self.overrides.items():
             if key in broker_keys:
@@ -267,13 +290,38 @@ class LocalCluster:
             else:
                 self.broker = BrokerController(broker_cfg, store_cfg, listen_host=self.host)
             await self.broker.start()
+            if isinstance(self.broker, BrokerProcess):
+                self._merge_broker_child_metrics()
             self.proxy = ProxyServer(proxy_cfg, host=self.host)
             await self.proxy.start()
         except BaseException:
             await self.shutdown()
             raise
 
+    def _merge_broker_child_metrics(self) -> None:
+        """The child's /metrics joins this process's endpoint; /ready waits for the child."""
+        from orbitmq.common.metrics import hub
+
+        child = self.broker
+        if child.metrics_port:
+            hub().add_remote(self.host, child.metrics_port, "broker child")
+            self._remote_metrics = child.metrics_port
+        hub().add_readiness(f"broker child:{id(self):x}", lambda: child.running or "broker process not running")
+
+    @property
+    def metrics_endpoint(self) -> str | None:
+        """http://host:port/metrics of this cluster, when metricsExporterType=PROM."""
+        if self.namesrv is None or self.namesrv.config.metrics_exporter_type.upper() != "PROM":
+            return None
+        return f"http://{self.host}:{self.namesrv.config.metrics_prom_exporter_port}/metrics"
+
     async def shutdown(self) -> None:
+        from orbitmq.common.metrics import hub
+
+        hub().remove_readiness(f"broker child:{id(self):x}")
+        if self._remote_metrics is not None:
+            hub().remove_remote(self.host, self._remote_metrics)
+            self._remote_metrics = None
         for attr in ("proxy", "broker", "namesrv"):
             service = getattr(self, attr)
             if service is not None:
@@ -304,8 +352,10 @@ async def run_broker_child(args: argparse.Namespace) -> int:
     from orbitmq.broker.controller import BrokerController
 
     cluster = LocalCluster(args.data_dir, args.host, args.namesrv_port, args.broker_port, args.proxy_port,
-                           parse_cli_overrides(args.overrides))
+                           parse_cli_overrides(args.overrides))  # the parent's, metrics keys included
     _, broker_cfg, store_cfg, _ = cluster._configs()
+    # The parent serves the cluster's one endpoint: this child's goes on a free port it merges.
+    broker_cfg.metrics_prom_exporter_port = 0
     if args.broker_cpu is not None:
         pin_to_cpu(args.broker_cpu)
     stop = asyncio.Event()
@@ -319,6 +369,8 @@ async def run_broker_child(args: argparse.Namespace) -> int:
             await broker.abort_start()
             raise
         freeze_startup_objects()
+        if broker_cfg.metrics_exporter_type.upper() == "PROM":
+            print(f"{BROKER_METRICS} {broker_cfg.metrics_prom_exporter_port}", flush=True)
         print(f"{BROKER_READY} {broker_cfg.listen_port}", flush=True)
         try:
             await stop.wait()
@@ -331,16 +383,45 @@ async def run_broker_child(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port_free(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def with_default_metrics(overrides: dict[str, str], host: str = "127.0.0.1") -> dict[str, str]:
+    """`orbitmq local` exports Prometheus metrics on 5557 unless told otherwise
+    (metricsExporterType=DISABLE, metricsPromExporterPort=...). When 5557 was not asked for and
+    is taken (another `orbitmq local`, a broker), a free port is used and printed instead."""
+    from orbitmq.common.metrics import DEFAULT_PROM_PORT
+
+    values = {"metricsExporterType": "PROM", **overrides}
+    if ("metricsPromExporterPort" not in overrides and values["metricsExporterType"].strip().upper() == "PROM"
+            and not _port_free(overrides.get("metricsPromExporterHost", host), DEFAULT_PROM_PORT)):
+        print(f"orbitmq local: port {DEFAULT_PROM_PORT} is in use, metrics go to a free port", file=sys.stderr)
+        values["metricsPromExporterPort"] = "0"
+    return values
+
+
 async def run(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.data_dir, args.host, args.namesrv_port, args.broker_port, args.proxy_port,
-                           parse_cli_overrides(args.overrides), broker_process=not args.one_process,
-                           log_level=args.log_level, pin_cpus=args.pin_cpus)
+                           with_default_metrics(parse_cli_overrides(args.overrides), args.host),
+                           broker_process=not args.one_process, log_level=args.log_level, pin_cpus=args.pin_cpus)
     stop = asyncio.Event()
     _stop_on_signals(stop)
     await cluster.start()
     freeze_startup_objects()
     print(f"OrbitMQ is running. gRPC endpoint: {cluster.endpoint}  (NameServer {cluster.namesrv_addr}, "
           f"broker {args.host}:{args.broker_port}, data {cluster.data_dir})", flush=True)
+    if cluster.metrics_endpoint:
+        print(f"Prometheus metrics: {cluster.metrics_endpoint}  (readiness: "
+              f"{cluster.metrics_endpoint.removesuffix('/metrics')}/ready)", flush=True)
     print("Send a first message with the official client (pip install rocketmq-python-client):", flush=True)
     print(client_example(cluster.endpoint), flush=True)
     print("Press Ctrl-C to stop.", flush=True)

@@ -142,6 +142,30 @@ class HALocalCluster:
         self.brokers: list[ChildProcess] = []
         self.namesrv = None
         self.proxy = None
+        # metricsExporterType=PROM: each child serves on its own free port, merged into the one
+        # endpoint this process serves (metricsPromExporterPort, 5557).
+        self.child_metrics_ports: list[int] = []
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return self.overrides.get("metricsExporterType", "DISABLE").strip().upper() == "PROM"
+
+    @property
+    def metrics_endpoint(self) -> str | None:
+        if not self.metrics_enabled or self.namesrv is None:
+            return None
+        return f"http://{self.host}:{self.namesrv.config.metrics_prom_exporter_port}/metrics"
+
+    def metrics_values(self, child: int | None = None) -> dict[str, str]:
+        """Metrics keys of this process (child None) or of child number ``child`` (0-2 controllers,
+        3-5 brokers), which gets its own port."""
+        from orbitmq.local import METRICS_KEYS
+
+        values = {"metricsPromExporterHost": self.host}
+        values.update({k: v for k, v in self.overrides.items() if k in METRICS_KEYS})
+        if child is not None and self.child_metrics_ports:
+            values["metricsPromExporterPort"] = str(self.child_metrics_ports[child])
+        return values
 
     @property
     def namesrv_addr(self) -> str:
@@ -160,7 +184,8 @@ class HALocalCluster:
         return {"controllerDLegerGroup": RAFT_GROUP, "controllerDLegerPeers": peers,
                 "controllerDLegerSelfId": f"n{index}", "listenPort": str(self.controller_ports[index]),
                 "bindAddress": self.host, "controllerStorePath": str(self.data_dir / f"controller-n{index}"),
-                "configStorePath": str(self.data_dir / f"controller-n{index}" / "controller.properties")}
+                "configStorePath": str(self.data_dir / f"controller-n{index}" / "controller.properties"),
+                **self.metrics_values(index)}
 
     def broker_values(self, index: int) -> dict[str, str]:
         from orbitmq.broker.config import BrokerConfig
@@ -176,6 +201,7 @@ class HALocalCluster:
                   "autoCreateSubscriptionGroup": "true", "flushDiskType": "ASYNC_FLUSH"}
         broker_keys = set(BrokerConfig.config_keys()) | set(MessageStoreConfig.config_keys())
         values.update({k: v for k, v in self.overrides.items() if k in broker_keys})
+        values.update(self.metrics_values(3 + index))
         return values
 
     def _write_conf(self, name: str, values: dict[str, str]) -> Path:
@@ -191,6 +217,7 @@ class HALocalCluster:
         values = {"namesrvAddr": self.namesrv_addr, "grpcServerPort": str(self.proxy_port),
                   "autoCreateTopicEnable": "true", "rocketMQClusterName": CLUSTER}
         values.update({k: v for k, v in self.overrides.items() if k in ProxyConfig.config_keys()})
+        values.update(self.metrics_values())
         (config,) = load_configs(None, values, ProxyConfig)
         return config
 
@@ -204,7 +231,10 @@ class HALocalCluster:
         (namesrv_cfg,) = load_configs(None, {
             "listenPort": str(self.namesrv_port), "bindAddress": self.host,
             "kvConfigPath": str(self.data_dir / "namesrv" / "kvConfig.json"),
-            "configStorePath": str(self.data_dir / "namesrv" / "namesrv.properties")}, NamesrvConfig)
+            "configStorePath": str(self.data_dir / "namesrv" / "namesrv.properties"),
+            **self.metrics_values()}, NamesrvConfig)
+        if self.metrics_enabled and not self.child_metrics_ports:
+            self.child_metrics_ports = _free_ports(self.host, 6)
         proxy_cfg = self._proxy_config()
         logs = self.data_dir / "logs"
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
@@ -227,6 +257,7 @@ class HALocalCluster:
             await asyncio.gather(*(_wait_port(self.host, p, c, deadline)
                                    for p, c in zip(self.broker_ports, self.brokers, strict=True)))
             await self.wait_master(deadline)
+            self._merge_child_metrics()
             self.proxy = ProxyServer(proxy_cfg, host=self.host)
             await self.proxy.start()
         except BaseException:
@@ -287,10 +318,28 @@ class HALocalCluster:
         lines.append(f"  proxy        {self.endpoint}")
         lines.append(f"  controllerAddr={self.controller_addr}")
         lines.append("  broker settings: " + " ".join(f"{k}={v}" for k, v in HA_BROKER_SETTINGS.items()))
+        if self.metrics_endpoint:
+            lines.append(f"  Prometheus metrics {self.metrics_endpoint} (all services; readiness "
+                         f"{self.metrics_endpoint.removesuffix('/metrics')}/ready)")
         lines.append(f"  data {self.data_dir}")
         return "\n".join(lines)
 
+    def _merge_child_metrics(self) -> None:
+        """Every child's /metrics joins this process's endpoint; /ready needs every child running."""
+        from orbitmq.common.metrics import hub
+
+        for port, child in zip(self.child_metrics_ports, self.controllers + self.brokers, strict=False):
+            hub().add_remote(self.host, port, child.name)
+        children = self.controllers + self.brokers
+        hub().add_readiness(f"local --ha children:{id(self):x}", lambda: all(
+            c.proc is not None and c.proc.returncode is None for c in children) or "a child process exited")
+
     async def shutdown(self) -> None:
+        from orbitmq.common.metrics import hub
+
+        hub().remove_readiness(f"local --ha children:{id(self):x}")
+        for port in self.child_metrics_ports:
+            hub().remove_remote(self.host, port)
         if self.proxy is not None:
             proxy, self.proxy = self.proxy, None
             with contextlib.suppress(Exception):
@@ -330,6 +379,22 @@ async def sync_state_set(controller_addrs: list[str], broker_name: str) -> set[s
         await api.close()
 
 
+def _free_ports(host: str, count: int) -> list[int]:
+    """Ports the OS hands out now (held together, so they differ), for the children's metrics."""
+    import socket
+
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            socks.append(sock)
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def _ports(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
     if not text:
         return default
@@ -339,12 +404,13 @@ def _ports(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
 async def run_ha(args) -> int:
     """`orbitmq local --ha`: start, print, wait for Ctrl-C / SIGTERM, stop everything."""
     from orbitmq.config import parse_cli_overrides
-    from orbitmq.local import _stop_on_signals, client_example
+    from orbitmq.local import _stop_on_signals, client_example, with_default_metrics
 
     cluster = HALocalCluster(args.data_dir, args.host, args.namesrv_port, args.proxy_port,
                              _ports(args.controller_ports, DEFAULT_CONTROLLER_PORTS),
                              _ports(args.raft_ports, DEFAULT_RAFT_PORTS),
-                             _ports(args.broker_ports, DEFAULT_BROKER_PORTS), parse_cli_overrides(args.overrides),
+                             _ports(args.broker_ports, DEFAULT_BROKER_PORTS),
+                             with_default_metrics(parse_cli_overrides(args.overrides), args.host),
                              log_level=args.log_level)
     stop = asyncio.Event()
     _stop_on_signals(stop)

@@ -17,6 +17,7 @@ from typing import Any
 from orbitmq.admin.admin_api import AdminError, MQAdminExt
 from orbitmq.admin.cli import Result, command
 from orbitmq.admin.output import to_json
+from orbitmq.auth.client import install_signing
 from orbitmq.client import MQBrokerError, resolve_namesrv_addr
 from orbitmq.common import fastjson
 from orbitmq.remoting.client import RemotingClient
@@ -28,6 +29,14 @@ def without_namesrv(handler):
     """Mark a handler that runs without MQAdminExt (cli._run then passes None)."""
     handler.without_namesrv = True
     return handler
+
+
+def _client(args: argparse.Namespace) -> RemotingClient:
+    """A client that signs with --accessKey/--secretKey when given (ACL 2.0 on the controllers)."""
+    client = RemotingClient()
+    if getattr(args, "access_key", None):
+        install_signing(client, (args.access_key, args.secret_key or ""))
+    return client
 
 
 def _addresses(text: str) -> list[str]:
@@ -74,7 +83,7 @@ def _a_option(p: argparse.ArgumentParser) -> None:
 @command("getControllerMetaData", "Get controller cluster's metadata", _a_option)
 @without_namesrv
 async def get_controller_metadata(_admin: Any, args: argparse.Namespace) -> Result:
-    async with RemotingClient() as client:
+    async with _client(args) as client:
         meta = await _metadata(client, _addresses(args.controller)[0], args.timeout)
     data = {"group": meta.get("group"), "controllerLeaderId": meta.get("controllerLeaderId"),
             "controllerLeaderAddress": meta.get("controllerLeaderAddress"),
@@ -129,7 +138,7 @@ def _replica_identity(m: dict[str, Any]) -> str:
 
 async def _sync_state_once(args: argparse.Namespace) -> Result:
     names = [args.broker_name] if args.broker_name else await _cluster_broker_names(args)
-    async with RemotingClient() as client:
+    async with _client(args) as client:
         leader = await _leader(client, args.controller, args.timeout)
         response = await _invoke(client, leader, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
                                  body=json.dumps(names).encode(), timeout=args.timeout)
@@ -162,7 +171,7 @@ def _parse_properties(text: str) -> dict[str, str]:
 @without_namesrv
 async def get_controller_config(_admin: Any, args: argparse.Namespace) -> Result:
     configs: dict[str, dict[str, str]] = {}
-    async with RemotingClient() as client:
+    async with _client(args) as client:
         for addr in _addresses(args.controller):
             response = await _invoke(client, addr, RequestCode.GET_CONTROLLER_CONFIG, timeout=args.timeout)
             configs[addr] = _parse_properties(bytes(response.body).decode("utf-8"))
@@ -183,7 +192,7 @@ def _update_options(p: argparse.ArgumentParser) -> None:
 async def update_controller_config(_admin: Any, args: argparse.Namespace) -> Result:
     body = f"{args.key}={args.value}\n".encode()
     done = []
-    async with RemotingClient() as client:
+    async with _client(args) as client:
         for addr in _addresses(args.controller):
             await _invoke(client, addr, RequestCode.UPDATE_CONTROLLER_CONFIG, body=body, timeout=args.timeout)
             done.append(addr)
@@ -203,7 +212,7 @@ def _elect_options(p: argparse.ArgumentParser) -> None:
 @command("electMaster", "Re-elect the specified broker as master", _elect_options)
 @without_namesrv
 async def elect_master(_admin: Any, args: argparse.Namespace) -> Result:
-    async with RemotingClient() as client:
+    async with _client(args) as client:
         leader = await _leader(client, args.controller, args.timeout)
         response = await _invoke(client, leader, RequestCode.CONTROLLER_ELECT_MASTER, {
             "clusterName": args.cluster, "brokerName": args.broker_name, "brokerId": str(args.broker_id),
@@ -257,7 +266,7 @@ async def clean_broker_metadata(_admin: Any, args: argparse.Namespace) -> Result
         fields["clusterName"] = args.cluster
     if args.ids:
         fields["brokerControllerIdsToClean"] = args.ids
-    async with RemotingClient() as client:
+    async with _client(args) as client:
         leader = await _leader(client, args.controller, args.timeout)
         await _invoke(client, leader, RequestCode.CLEAN_BROKER_DATA, fields, timeout=args.timeout)
     return Result({"brokerName": args.broker_name, "cleaned": args.ids or "all"},

@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "metrics": ("orbitmq.bench.metrics", "send TPS with Prometheus metrics on vs off, same run"),
     "transaction": ("orbitmq.bench.transaction", "transactional send + commit msgs/s vs normal sends/s"),
     "timer": ("orbitmq.bench.timer", "timer messages: msgs/s filed into the wheel, delivery lateness p99"),
+    "sdk-producer": ("orbitmq.bench.sdk_producer", "SDK producer with automatic batching vs the official Python client"),
 }
 
 

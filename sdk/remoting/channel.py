@@ -58,6 +58,12 @@ _COMPACT_AT = 1024
 # A frame this large is written at once when nothing waits: joining it would copy it for no
 # saved system call. Pending frames are joined up to this much per write.
 _COALESCE_BYTES = 64 * 1024
+# Abusive peers (issue 16): a frame must arrive whole within this long of its first byte, so a
+# frame trickled byte by byte (which defeats the idle timeout) is dropped.
+DEFAULT_FRAME_READ_TIMEOUT_SECONDS = 30.0
+# A peer that stops reading: once the transport holds this much unsent data the connection is
+# dropped (a server channel also stops reading requests while over the high-water mark).
+DEFAULT_MAX_WRITE_BUFFER = 64 * 1024 * 1024
 
 
 def _format_addr(peer: Any) -> str:
@@ -73,7 +79,11 @@ class Channel(asyncio.Protocol):
     def __init__(self, processors: ProcessorTable, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
                  max_idle_seconds: float | None = None,
-                 on_connected: Callable[[Channel], Any] | None = None) -> None:
+                 on_connected: Callable[[Channel], Any] | None = None,
+                 frame_read_timeout_seconds: float | None = None,
+                 write_buffer_high_water_mark: int = 0, write_buffer_low_water_mark: int = 0,
+                 pause_reading_on_backlog: bool = False,
+                 max_write_buffer: int = DEFAULT_MAX_WRITE_BUFFER) -> None:
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._max_idle_seconds = max_idle_seconds
@@ -91,6 +101,17 @@ class Channel(asyncio.Protocol):
         self._buffer = bytearray()
         self._last_read = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
+        # partial-frame deadline (None: no limit); armed only while a frame is incomplete
+        self._frame_timeout = frame_read_timeout_seconds
+        self._frame_started = 0.0
+        self._frame_timer: asyncio.TimerHandle | None = None
+        # write side: high/low water marks (0 = asyncio's defaults), and whether a backlog of
+        # unsent data stops reading (servers: a peer that does not read gets no more answers)
+        self._high_water = write_buffer_high_water_mark
+        self._low_water = write_buffer_low_water_mark
+        self._pause_reading_on_backlog = pause_reading_on_backlog
+        self._max_write_buffer = max_write_buffer
+        self._read_paused = False
         # write side: set while the transport's buffer is over its high-water mark
         self._write_paused = False
         # frames written during this loop pass, sent by _flush at its end
@@ -132,6 +153,8 @@ class Channel(asyncio.Protocol):
         self._transport = transport
         self.remote_address = _format_addr(transport.get_extra_info("peername"))
         self.local_address = _format_addr(transport.get_extra_info("sockname"))
+        if self._high_water > 0:
+            transport.set_write_buffer_limits(self._high_water, self._low_water or None)
         if self._max_idle_seconds is not None:
             self._last_read = self._loop.time()
             self._idle_timer = self._loop.call_at(self._last_read + self._max_idle_seconds, self._check_idle)
@@ -153,9 +176,15 @@ class Channel(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._write_paused = True
+        if self._pause_reading_on_backlog and self._transport is not None and not self._read_paused:
+            self._read_paused = True
+            self._transport.pause_reading()  # no new requests until the peer reads its answers
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if self._read_paused and self._transport is not None and not self._closed:
+            self._read_paused = False
+            self._transport.resume_reading()
         self._wake_writers(None)
 
     def data_received(self, data: bytes) -> None:
@@ -194,6 +223,8 @@ class Channel(asyncio.Protocol):
                     return
             if pos < end:
                 buffer += data[pos:] if pos else data
+                if self._frame_timeout is not None and (pos or len(buffer) == end):
+                    self._start_frame_clock()
         except RemotingCommandError as exc:
             log.warning("closing %s: bad frame: %s", self.remote_address, exc)
             self._begin_close()
@@ -206,6 +237,26 @@ class Channel(asyncio.Protocol):
             raise RemotingCommandError(f"bad frame length {length}")
         if length > self._max_frame_size:
             raise RemotingCommandError(f"frame length {length} exceeds the maximum {self._max_frame_size}")
+
+    def _start_frame_clock(self) -> None:
+        """A new frame began and is incomplete: it must be whole within the frame read timeout."""
+        self._frame_started = self._loop.time()
+        if self._frame_timer is None:
+            assert self._frame_timeout is not None
+            self._frame_timer = self._loop.call_at(self._frame_started + self._frame_timeout,
+                                                   self._check_frame)
+
+    def _check_frame(self) -> None:
+        self._frame_timer = None
+        if self._closed or not self._buffer or self._frame_timeout is None:
+            return
+        due = self._frame_started + self._frame_timeout
+        if self._loop.time() + _CLOCK_SLACK >= due:
+            log.warning("closing %s: a frame was not complete %ss after its first byte",
+                        self.remote_address, self._frame_timeout)
+            self._begin_close()
+        else:
+            self._frame_timer = self._loop.call_at(due, self._check_frame)
 
     def _check_idle(self) -> None:
         self._idle_timer = None
@@ -254,6 +305,11 @@ class Channel(asyncio.Protocol):
     def _write(self, frame: bytes) -> None:
         if self._closed or self._transport is None:
             raise RemotingSendRequestError(self.remote_address, "channel is closed")
+        if self._write_paused and self._transport.get_write_buffer_size() > self._max_write_buffer:
+            log.warning("closing %s: it does not read (%d bytes unsent)", self.remote_address,
+                        self._transport.get_write_buffer_size())
+            self._begin_close()
+            raise RemotingSendRequestError(self.remote_address, "peer does not read its socket")
         pending = self._pending
         if pending is not None:
             pending.append(frame)
@@ -412,10 +468,10 @@ class Channel(asyncio.Protocol):
             # What this pass wrote still goes out: transport.close() sends its buffer first.
             self._flush()
             self._transport.close()
-        for timer in (self._timer, self._idle_timer):
+        for timer in (self._timer, self._idle_timer, self._frame_timer):
             if timer is not None:
                 timer.cancel()
-        self._timer = self._idle_timer = None
+        self._timer = self._idle_timer = self._frame_timer = None
         self._deadlines.clear()
         self._buffer.clear()
         for opaque, future in list(self._response_table.items()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 
 from orbitmq.remoting.channel import DEFAULT_MAX_CONCURRENT_REQUESTS, Channel
 from orbitmq.remoting.errors import RemotingConnectError, RemotingTimeoutError, RemotingTooMuchRequestError
@@ -40,6 +41,8 @@ class RemotingClient:
         self._pool: dict[str, list[Channel]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._closed = False
+        # RPCHook.doBeforeRequest (e.g. ACL signing, orbitmq.auth.client); None costs one check.
+        self.rpc_hook: Callable[[RemotingCommand], None] | None = None
 
     def register_processor(self, code: int, processor: Processor) -> None:
         """Handle server->client requests (e.g. CHECK_TRANSACTION_STATE) with this code."""
@@ -105,6 +108,8 @@ class RemotingClient:
         """Send ``request`` and return the response (RemotingTimeoutError / RemotingConnectError)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         slots = self._in_flight
         if slots._value > 0 and not slots._waiters:
             # What Semaphore.acquire() does with a free slot and nobody queued, without its coroutine
@@ -126,6 +131,8 @@ class RemotingClient:
             slots.release()
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> None:  # noqa: ASYNC109
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         await self._acquire_slot(addr, timeout)
         try:
             channel = await self.get_channel(addr)

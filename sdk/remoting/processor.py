@@ -31,14 +31,24 @@ class ProcessorTable:
     def __init__(self) -> None:
         self._table: dict[int, tuple[Processor, ErrorHandler | None]] = {}
         self._default: tuple[Processor, ErrorHandler | None] | None = None
+        # Wraps every processor, present and future (ACL checks); None costs nothing per request.
+        self._guard: Callable[[Processor], Processor] | None = None
 
-    @staticmethod
-    def _entry(processor: Processor) -> tuple[Processor, ErrorHandler | None]:
+    def _entry(self, processor: Processor) -> tuple[Processor, ErrorHandler | None]:
         inner = getattr(processor, WRAPPED_ATTR, None)
         on_error = getattr(processor, ON_ERROR_ATTR, None)
         if inner is not None and on_error is not None:
-            return inner, on_error
-        return processor, None
+            entry: tuple[Processor, ErrorHandler | None] = (inner, on_error)
+        else:
+            entry = (processor, None)
+        return entry if self._guard is None else (self._guard(entry[0]), entry[1])
+
+    def set_guard(self, guard: Callable[[Processor], Processor]) -> None:
+        """Run ``guard(processor)`` in place of every processor (authentication/authorization)."""
+        self._guard = guard
+        self._table = {code: (guard(p), on_error) for code, (p, on_error) in self._table.items()}
+        if self._default is not None:
+            self._default = (guard(self._default[0]), self._default[1])
 
     def register(self, code: int, processor: Processor) -> None:
         self._table[int(code)] = self._entry(processor)

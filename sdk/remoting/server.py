@@ -5,12 +5,35 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
-from orbitmq.remoting.channel import DEFAULT_MAX_CONCURRENT_REQUESTS, Channel
+from orbitmq.remoting.channel import (
+    DEFAULT_FRAME_READ_TIMEOUT_SECONDS,
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_MAX_WRITE_BUFFER,
+    Channel,
+)
 from orbitmq.remoting.framing import DEFAULT_MAX_FRAME_SIZE
 from orbitmq.remoting.processor import Processor, ProcessorTable
 
 log = logging.getLogger("orbitmq.remoting")
+
+# Connections one server accepts at once (not an upstream key: Netty accepts without bound);
+# beyond it a new connection is closed at once, so idle sockets cannot exhaust descriptors.
+DEFAULT_MAX_CONNECTIONS = 10000
+
+
+def server_limits(config: object) -> dict[str, Any]:
+    """RemotingServer keyword arguments from a config carrying the NettyServerConfig limit keys."""
+    idle = getattr(config, "server_channel_max_idle_time_seconds", 120)
+    frame_ms = getattr(config, "remoting_frame_read_timeout_millis", 30_000)
+    return {
+        "channel_max_idle_seconds": float(idle) if idle > 0 else None,
+        "max_connections": getattr(config, "server_max_connections", DEFAULT_MAX_CONNECTIONS),
+        "frame_read_timeout_seconds": frame_ms / 1000.0 if frame_ms > 0 else None,
+        "write_buffer_high_water_mark": getattr(config, "write_buffer_high_water_mark", 0),
+        "write_buffer_low_water_mark": getattr(config, "write_buffer_low_water_mark", 0),
+    }
 
 
 class RemotingServer:
@@ -23,8 +46,19 @@ class RemotingServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
-                 channel_max_idle_seconds: float | None = 120.0) -> None:
+                 channel_max_idle_seconds: float | None = 120.0,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 frame_read_timeout_seconds: float | None = DEFAULT_FRAME_READ_TIMEOUT_SECONDS,
+                 write_buffer_high_water_mark: int = 0, write_buffer_low_water_mark: int = 0,
+                 max_write_buffer: int = DEFAULT_MAX_WRITE_BUFFER) -> None:
         self.host = host
+        # abusive clients (issue 16): connection count, trickled frames, peers that do not read
+        self._max_connections = max_connections
+        self._frame_read_timeout = frame_read_timeout_seconds
+        self._high_water = write_buffer_high_water_mark  # writeBufferHighWaterMark (0: default)
+        self._low_water = write_buffer_low_water_mark  # writeBufferLowWaterMark
+        self._max_write_buffer = max_write_buffer
+        self.rejected_connections = 0
         # serverChannelMaxIdleTimeSeconds: a peer silent this long is presumed dead and dropped
         self._max_idle_seconds = channel_max_idle_seconds
         self._requested_port = port
@@ -41,6 +75,10 @@ class RemotingServer:
 
     def register_default(self, processor: Processor) -> None:
         self._processors.register_default(processor)
+
+    def set_guard(self, guard: Callable[[Processor], Processor]) -> None:
+        """Wrap every processor, present and future, e.g. with an ACL check (orbitmq.auth)."""
+        self._processors.set_guard(guard)
 
     def on_connect(self, listener: Callable[[Channel], object]) -> None:
         """Call ``listener(channel)`` for every accepted connection (e.g. to add on_close hooks)."""
@@ -60,9 +98,20 @@ class RemotingServer:
     def _new_channel(self) -> Channel:
         return Channel(self._processors, max_frame_size=self._max_frame_size,
                        max_concurrent_requests=self._max_concurrent_requests,
-                       max_idle_seconds=self._max_idle_seconds, on_connected=self._accept)
+                       max_idle_seconds=self._max_idle_seconds, on_connected=self._accept,
+                       frame_read_timeout_seconds=self._frame_read_timeout,
+                       write_buffer_high_water_mark=self._high_water,
+                       write_buffer_low_water_mark=self._low_water,
+                       pause_reading_on_backlog=True, max_write_buffer=self._max_write_buffer)
 
     def _accept(self, channel: Channel) -> None:
+        if len(self._channels) >= self._max_connections:
+            self.rejected_connections += 1
+            if self.rejected_connections % 1000 == 1:
+                log.warning("refusing %s: %d connections open (max %d)", channel.remote_address,
+                            len(self._channels), self._max_connections)
+            channel._begin_close()
+            return
         self._channels.add(channel)
         channel.on_close(self._channels.discard)
         for listener in self._connect_listeners:

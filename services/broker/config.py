@@ -70,6 +70,17 @@ class BrokerConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): or
     send_message_thread_pool_nums: int = 1
     send_thread_pool_queue_capacity: int = 10000
     pull_thread_pool_queue_capacity: int = 100000
+    # NettyServerConfig's limits on one Remoting server (issue 16, abusive clients):
+    # serverChannelMaxIdleTimeSeconds drops a silent (half-open) peer; writeBufferHigh/LowWaterMark
+    # (0: asyncio's 64 KiB / 16 KiB) stop reading requests from a peer that does not read its
+    # answers. serverMaxConnections and remotingFrameReadTimeoutMillis are OrbitMQ's own (Netty
+    # accepts without bound and has no frame deadline): connections beyond the first N are closed,
+    # and a frame not whole this long after its first byte (a trickle) closes its connection.
+    server_channel_max_idle_time_seconds: int = 120
+    write_buffer_high_water_mark: int = 0
+    write_buffer_low_water_mark: int = 0
+    server_max_connections: int = 10000
+    remoting_frame_read_timeout_millis: int = 30_000
     flush_consumer_offset_interval: int = 5000
     transfer_msg_by_heap: bool = True
     reject_transaction_message: bool = False
@@ -80,6 +91,11 @@ class BrokerConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): or
     transaction_check_max: int = 15
     # Period of the check scan (ms).
     transaction_check_interval: int = 30_000
+    # -- RecallMessage (services/broker/recall): off unless enabled, as upstream --
+    recall_message_enable: bool = False
+    allow_recall_when_broker_not_writeable: bool = True
+    # -- request/reply (services/broker/processors/reply.py): also store replies in <cluster>_REPLY_TOPIC --
+    store_reply_message_enable: bool = True
     trace_topic_enable: bool = False
     # Echoed to producers as the TRACE_ON ext field of send responses.
     trace_on: bool = True

@@ -54,7 +54,7 @@ from orbitmq.common.message_codec import RecordError, decode_record, tags_hash_c
 from orbitmq.common.metrics import metrics_enabled
 from orbitmq.remoting.codes import RequestCode
 from orbitmq.remoting.protocol import RemotingCommand
-from orbitmq.remoting.server import RemotingServer
+from orbitmq.remoting.server import RemotingServer, server_limits
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,8 @@ class BrokerController:
         # multiplexes many clients over one connection: bound in-flight requests per connection
         # by the pull queue capacity (upstream's executor queue), not the Remoting default of 256.
         self.remoting_server = RemotingServer(listen_host, config.listen_port,
-                                              max_concurrent_requests=config.pull_thread_pool_queue_capacity)
+                                              max_concurrent_requests=config.pull_thread_pool_queue_capacity,
+                                              **server_limits(config))
         self.outer_api = BrokerOuterAPI(config.register_broker_timeout_mills)
         # -- replication (services/broker/ha) --
         self.ha_service: Any = None
@@ -278,7 +279,11 @@ class BrokerController:
         if self.metrics is not None:
             self.metrics.register()
         hub().add_readiness(self._readiness_name(), self.readiness)
-        await hub().acquire(self.config, default_host=self.config.broker_ip1)
+        try:
+            await hub().acquire(self.config, default_host=self.config.broker_ip1)
+        except BaseException:
+            await self._stop_metrics()
+            raise
 
     async def _stop_metrics(self) -> None:
         from orbitmq.common.metrics import hub
@@ -287,7 +292,7 @@ class BrokerController:
         if self.metrics is not None:
             self.metrics.unregister()
         with contextlib.suppress(Exception):
-            await hub().release(self.config, default_host=self.config.broker_ip1)
+            await hub().release(self.config)
 
     def _readiness_name(self) -> str:
         return f"broker {self.config.broker_name}@{self.config.broker_ip1}:{id(self):x}"
@@ -828,6 +833,12 @@ class BrokerController:
                                 ClientManageProcessor, ConsumerManageProcessor, AdminBrokerProcessor,
                                 ConnectionsProcessor, SendBackProcessor, ReplicaProcessor):
             processor_class(self).register()
+        # --- RECALL_MESSAGE (services/broker/recall); SEND_REPLY_MESSAGE(_V2) (processors/reply.py) ---
+        from orbitmq.broker.processors.reply import ReplyMessageProcessor
+        from orbitmq.broker.recall.processor import RecallMessageProcessor
+
+        RecallMessageProcessor(self).register()
+        ReplyMessageProcessor(self).register()
         # --- POP (services/broker/pop): POP_MESSAGE, ACK/BATCH_ACK, CHANGE_INVISIBLETIME, NOTIFICATION ---
         from orbitmq.broker.pop.service import PopService
 

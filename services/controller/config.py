@@ -21,13 +21,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from orbitmq.config import ConfigBase
+from orbitmq.auth.config import AuthConfig
 
 DEFAULT_LISTEN_PORT = 9878
 CONTROLLER_TYPE_DLEDGER = "DLedger"
 CONTROLLER_TYPE_JRAFT = "jRaft"
 # Keys UPDATE_CONTROLLER_CONFIG may never change, whatever configBlackList says.
-ALWAYS_BLACKLISTED = frozenset({"configBlackList", "configStorePath", "rocketmqHome"})
+# ... and the ACL 2.0 keys, read at start-up only.
+ALWAYS_BLACKLISTED = frozenset({"configBlackList", "configStorePath", "rocketmqHome"}) | AuthConfig.config_keys()
 
 
 def _home_path(*parts: str) -> str:
@@ -39,7 +40,7 @@ class ControllerConfigError(ValueError):
 
 
 @dataclass
-class ControllerConfig(ConfigBase):
+class ControllerConfig(AuthConfig):  # ACL 2.0 keys: orbitmq.auth.config
     rocketmq_home: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
     config_store_path: str = field(default_factory=lambda: _home_path("controller", "controller.properties"))
     controller_type: str = CONTROLLER_TYPE_DLEDGER
@@ -73,6 +74,12 @@ class ControllerConfig(ConfigBase):
     # NettyServerConfig keys
     listen_port: int = DEFAULT_LISTEN_PORT
     bind_address: str = "0.0.0.0"
+    # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    metrics_label: str = ""
+    metric_logging_exporter_interval_in_mills: int = 10_000
 
     def black_listed_keys(self) -> frozenset[str]:
         extra = {k.strip() for k in self.config_black_list.split(";") if k.strip()}

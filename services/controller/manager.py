@@ -22,12 +22,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from orbitmq.auth.client import install_signing
+from orbitmq.auth.engine import install_bootstrap_guard
 from orbitmq.common import atomic_file
 from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.atomic_file import NewestSnapshotWriter
+from orbitmq.common.metrics import hub, metrics_enabled
 from orbitmq.controller.config import ControllerConfig
 from orbitmq.controller.headers import NotifyBrokerRoleChangedRequestHeader
 from orbitmq.controller.heartbeat import DefaultBrokerHeartbeatManager
+from orbitmq.controller.metrics import ControllerMetrics
 from orbitmq.controller.processor import ControllerRequestProcessor
 from orbitmq.controller.raft import ControllerRaft, RaftWriteError
 from orbitmq.controller.replicas_info import CheckResult, ReplicasInfoManager, sync_state_set_body
@@ -53,6 +57,9 @@ class ControllerManager:
             config.bind_address, config.listen_port,
             max_concurrent_requests=config.controller_request_thread_pool_queue_capacity)
         self.remoting_client = RemotingClient()
+        # ACL 2.0: authenticate requests; sign the calls to brokers with the inner credentials
+        install_bootstrap_guard(self.remoting_server, config)
+        install_signing(self.remoting_client, config.inner_credentials())
         self.processor = ControllerRequestProcessor(self)
         self.request_slots = asyncio.Semaphore(config.controller_thread_pool_nums)
         self.raft: ControllerRaft = None  # type: ignore[assignment]  # created in start()
@@ -62,6 +69,8 @@ class ControllerManager:
         self._notifies: dict[str, tuple[int, asyncio.Task[None]]] = {}
         self._config_writer = NewestSnapshotWriter()
         self._started = False
+        # metrics (services/controller/metrics.py); None when metricsExporterType=DISABLE
+        self.metrics: ControllerMetrics | None = ControllerMetrics(self) if metrics_enabled(config) else None
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -82,9 +91,15 @@ class ControllerManager:
         if self._started:
             return
         self.config.validate()
-        self.remoting_server.register_default(self.processor.process)
+        await self._start_metrics()
+        self.remoting_server.register_default(
+            self.processor.process if self.metrics is None else self.metrics.timed_processor(self.processor.process))
         self.remoting_server.on_connect(lambda ch: ch.on_close(self.heartbeat_manager.on_channel_close))
-        await self.remoting_server.start()
+        try:
+            await self.remoting_server.start()
+        except BaseException:
+            await self._stop_metrics()
+            raise
         try:
             self.raft = ControllerRaft(self.config, self.address)
             self.raft.on_leader_ready = self._on_leader_ready
@@ -92,6 +107,7 @@ class ControllerManager:
             await self.raft.start()
         except Exception:
             await self.remoting_server.close()
+            await self._stop_metrics()
             raise
         self._tasks = [
             asyncio.create_task(periodic(self._scan_broker_interval, self.heartbeat_manager.scan_not_active_broker,
@@ -116,7 +132,42 @@ class ControllerManager:
         await self.remoting_server.close()
         await self.remoting_client.close()
         await self.raft.shutdown()
+        await self._stop_metrics()
         log.info("The Controller shutdown OK")
+
+    # ---- metrics and readiness -----------------------------------------------------------------
+
+    async def _start_metrics(self) -> None:
+        if self.metrics is not None:
+            hub().add_source(self.metrics.collect)
+        hub().add_readiness(self._readiness_name(), self.readiness)
+        try:
+            await hub().acquire(self.config, default_host="0.0.0.0")
+        except BaseException:
+            hub().remove_readiness(self._readiness_name())
+            if self.metrics is not None:
+                hub().remove_source(self.metrics.collect)
+            raise
+
+    async def _stop_metrics(self) -> None:
+        hub().remove_readiness(self._readiness_name())
+        if self.metrics is not None:
+            hub().remove_source(self.metrics.collect)
+        try:
+            await hub().release(self.config)
+        except Exception:
+            log.exception("stopping the metrics endpoint failed")
+
+    def _readiness_name(self) -> str:
+        return f"controller {self.config.controller_d_leger_self_id}:{id(self):x}"
+
+    def readiness(self) -> bool | str:
+        """Ready when this node is in a Raft group that has a leader."""
+        if self.raft is None or not self._started:
+            return "starting"
+        if self.raft.leader_id() is None:
+            return "no Raft leader known"
+        return True
 
     def _scan_broker_interval(self) -> float:
         return max(self.config.scan_not_active_broker_interval, 1) / 1000
@@ -165,7 +216,8 @@ class ControllerManager:
             with self.raft.state.lock:
                 result = fn(self.replicas)
             if result.event is not None:
-                applied = await self.raft.propose(result.event)
+                propose = self.raft.propose(result.event)
+                applied = await (propose if self.metrics is None else self.metrics.timed_append(propose))
                 if not applied:
                     return CheckResult(ResponseCode.SYSTEM_ERROR,
                                        "The controller state changed before the request committed, retry")
@@ -182,6 +234,8 @@ class ControllerManager:
         result = await self._write(lambda r: r.check_elect_master(
             broker_name, broker_id, designate_elect, self.is_alive,
             self.heartbeat_manager.get_broker_live_info, self.config.enable_elect_unclean_master))
+        if self.metrics is not None:
+            self.metrics.on_election(result.code, result.ok)
         if result.ok:
             log.info("elected master %s of %s, masterEpoch %s", result.header.get("masterBrokerId"), broker_name,
                      result.header.get("masterEpoch"))

@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from orbitmq.config import ConfigBase
+from orbitmq.auth.config import AuthConfig
 
 ROCKETMQ_HOME_ENV = "ROCKETMQ_HOME"
 ROCKETMQ_HOME_PROPERTY = "rocketmq.home.dir"
 DEFAULT_LISTEN_PORT = 9876
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME = 1000 * 60 * 2
 # Config keys UPDATE_NAMESRV_CONFIG may never change (DefaultRequestProcessor.initConfigBlackList).
-ALWAYS_BLACKLISTED = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
+# ... and the ACL 2.0 keys, read at start-up only.
+ALWAYS_BLACKLISTED = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"}) | AuthConfig.config_keys()
 
 
 def _home_path(*parts: str) -> str:
@@ -26,7 +27,7 @@ def _home_path(*parts: str) -> str:
 
 
 @dataclass
-class NamesrvConfig(ConfigBase):
+class NamesrvConfig(AuthConfig):  # ACL 2.0 keys: orbitmq.auth.config
     rocketmq_home: str = field(default_factory=lambda: os.environ.get(ROCKETMQ_HOME_ENV, ""))
     kv_config_path: str = field(default_factory=lambda: _home_path("namesrv", "kvConfig.json"))
     config_store_path: str = field(default_factory=lambda: _home_path("namesrv", "namesrv.properties"))
@@ -48,6 +49,23 @@ class NamesrvConfig(ConfigBase):
     # NettyServerConfig keys
     listen_port: int = DEFAULT_LISTEN_PORT
     bind_address: str = "0.0.0.0"
+    # NettyServerConfig's limits on one Remoting server (issue 16, abusive clients):
+    # serverChannelMaxIdleTimeSeconds drops a silent (half-open) peer; writeBufferHigh/LowWaterMark
+    # (0: asyncio's 64 KiB / 16 KiB) stop reading requests from a peer that does not read its
+    # answers. serverMaxConnections and remotingFrameReadTimeoutMillis are OrbitMQ's own (Netty
+    # accepts without bound and has no frame deadline): connections beyond the first N are closed,
+    # and a frame not whole this long after its first byte (a trickle) closes its connection.
+    server_channel_max_idle_time_seconds: int = 120
+    write_buffer_high_water_mark: int = 0
+    write_buffer_low_water_mark: int = 0
+    server_max_connections: int = 10000
+    remoting_frame_read_timeout_millis: int = 30_000
+    # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    metrics_label: str = ""
+    metric_logging_exporter_interval_in_mills: int = 10_000
 
     def black_listed_keys(self) -> frozenset[str]:
         extra = {k.strip() for k in self.config_black_list.split(";") if k.strip()}

@@ -10,11 +10,15 @@ import asyncio
 import logging
 from typing import Any
 
+from orbitmq.auth.client import install_signing
+from orbitmq.auth.engine import install_bootstrap_guard
 from orbitmq.common import atomic_file
 from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.atomic_file import NewestSnapshotWriter
+from orbitmq.common.metrics import hub, metrics_enabled
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.kvconfig import KVConfigManager
+from orbitmq.namesrv.metrics import NamesrvMetrics
 from orbitmq.namesrv.processor import DefaultRequestProcessor
 from orbitmq.namesrv.routeinfo import RouteInfoManager, choose_broker_addrs_to_notify
 from orbitmq.remoting.client import RemotingClient
@@ -22,7 +26,7 @@ from orbitmq.remoting.codes import RequestCode
 from orbitmq.remoting.errors import RemotingError
 from orbitmq.remoting.headers import NotifyMinBrokerIdChangeRequestHeader
 from orbitmq.remoting.protocol import RemotingCommand
-from orbitmq.remoting.server import RemotingServer
+from orbitmq.remoting.server import RemotingServer, server_limits
 
 log = logging.getLogger("orbitmq.namesrv")
 
@@ -37,13 +41,19 @@ class NamesrvController:
                                                    notify_min_broker_id=self._notify_min_broker_id_changed)
         self.remoting_client = RemotingClient()
         self.processor = DefaultRequestProcessor(self)
-        self.remoting_server = RemotingServer(self.config.bind_address, self.config.listen_port)
+        self.remoting_server = RemotingServer(self.config.bind_address, self.config.listen_port,
+                                              **server_limits(self.config))
+        # ACL 2.0: authenticate requests; sign the calls to brokers with the inner credentials
+        install_bootstrap_guard(self.remoting_server, self.config)
+        install_signing(self.remoting_client, self.config.inner_credentials())
         self._scan_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._started = False
         # UPDATE_NAMESRV_CONFIG writes run on worker threads; two quick updates must not finish
         # out of order and leave the older config on disk.
         self._config_writer = NewestSnapshotWriter()
+        # metrics (services/namesrv/metrics.py); None when metricsExporterType=DISABLE
+        self.metrics: NamesrvMetrics | None = NamesrvMetrics(self) if metrics_enabled(self.config) else None
 
     @property
     def port(self) -> int:
@@ -60,10 +70,18 @@ class NamesrvController:
         """Load KV config, listen, and begin the not-active-broker scan."""
         if self._started:
             return
-        await asyncio.to_thread(self.kv_config_manager.load)
-        self.remoting_server.register_default(self.processor.process)
-        self.remoting_server.on_connect(self._on_connect)
-        await self.remoting_server.start()
+        if self.metrics is not None:
+            hub().add_source(self.metrics.collect)
+        hub().add_readiness(self._readiness_name(), lambda: self._started or "starting")
+        try:
+            await hub().acquire(self.config, default_host="0.0.0.0")
+            await asyncio.to_thread(self.kv_config_manager.load)
+            self.remoting_server.register_default(self.processor.process)
+            self.remoting_server.on_connect(self._on_connect)
+            await self.remoting_server.start()
+        except BaseException:
+            await self._stop_metrics()
+            raise
         interval = self._scan_interval()
         # Upstream waits 5 s before the first scan; a shorter interval (tests) starts sooner.
         self._scan_task = asyncio.create_task(
@@ -82,7 +100,20 @@ class NamesrvController:
         await self.remoting_client.close()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        await self._stop_metrics()
         log.info("The Name Server shutdown OK")
+
+    async def _stop_metrics(self) -> None:
+        hub().remove_readiness(self._readiness_name())
+        if self.metrics is not None:
+            hub().remove_source(self.metrics.collect)
+        try:
+            await hub().release(self.config)
+        except Exception:
+            log.exception("stopping the metrics endpoint failed")
+
+    def _readiness_name(self) -> str:
+        return f"namesrv:{id(self):x}"
 
     def _on_connect(self, channel: Any) -> None:
         # BrokerHousekeepingService: a broker whose connection goes away leaves the routes at once.

@@ -127,7 +127,7 @@ class ProxyServer:
         if self.metrics is not None:
             hub().remove_source(self.metrics.collect)
         with contextlib.suppress(Exception):
-            await hub().release(self.config, default_host="0.0.0.0")
+            await hub().release(self.config)
 
     def _readiness_name(self) -> str:
         return f"proxy {self.config.proxy_name}:{id(self):x}"

@@ -18,6 +18,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from orbitmq.auth.client import install_signing
 from orbitmq.broker.config import BrokerConfig
 from orbitmq.common import fastjson
 from orbitmq.remoting.client import RemotingClient, split_address
@@ -145,6 +146,8 @@ class ControllerClient:
         self.config = config
         self.client = client or RemotingClient(connect_timeout=timeout)
         self._own_client = client is None
+        if self._own_client:
+            install_signing(self.client, config.inner_credentials())  # ACL 2.0 inner credentials
         self.timeout = timeout
         self.controller_addrs: list[str] = config.controller_addr_list()
         self.reachable: set[str] = set(self.controller_addrs)

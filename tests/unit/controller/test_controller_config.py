@@ -24,8 +24,9 @@ def test_rocketmq_keys_and_defaults():
                 "configStorePath", "bindAddress"):
         assert key in d
     assert ControllerConfig().store_path().endswith("DLedgerController")
-    # The metrics keys come with the metrics (issue 15): until then they are unknown keys, warned about.
-    assert "metricsExporterType" not in d
+    # The metrics keys (issue 15), upstream's names and defaults.
+    assert d["metricsExporterType"] == "DISABLE" and d["metricsPromExporterPort"] == "5557"
+    assert d["metricsPromExporterHost"] == "" and d["metricsLabel"] == ""
 
 
 def test_peers_and_validation(tmp_path):

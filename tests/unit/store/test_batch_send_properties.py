@@ -53,7 +53,7 @@ async def processor(tmp_path):
         store_config=cfg, now_ms=lambda: int(time.time() * 1000),
         topic_config_manager=types.SimpleNamespace(select_topic_config=lambda t: topic_config),
         remote_addr=lambda channel: "127.0.0.1:50123", message_store=store,
-        stats=types.SimpleNamespace(on_put=lambda *a: None))
+        stats=types.SimpleNamespace(on_put=lambda *a: None), metrics=None)
     broker.new_inner_message = BrokerController.new_inner_message.__get__(broker)
     broker.new_batch_inner_messages = BrokerController.new_batch_inner_messages.__get__(broker)
     broker.put_messages = BrokerController.put_messages.__get__(broker)

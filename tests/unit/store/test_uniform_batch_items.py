@@ -141,7 +141,7 @@ def test_dispatch_gets_the_parsed_dict_itself(tmp_path):
 
 
 def _broker(store: MessageStore) -> types.SimpleNamespace:
-    broker = types.SimpleNamespace(message_store=store, puts=[])
+    broker = types.SimpleNamespace(message_store=store, puts=[], metrics=None)
     broker.stats = types.SimpleNamespace(on_put=lambda topic, n, size: broker.puts.append((topic, n, size)))
     broker.new_batch_inner_messages = BrokerController.new_batch_inner_messages.__get__(broker)
     broker.put_messages = BrokerController.put_messages.__get__(broker)

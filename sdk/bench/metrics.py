@@ -1,0 +1,223 @@
+"""`orbitmq bench metrics`: what Prometheus metrics cost the send path.
+
+In one run, the same send load (`bench producer`'s) against `orbitmq local` with
+``metricsExporterType=DISABLE`` and with ``metricsExporterType=PROM``, alternating off/on for
+``--rounds`` rounds (so drift of the machine hits both alike), each round a fresh cluster in a
+child process with a temporary data dir and free ports. While metrics are on, /metrics is scraped
+every ``--scrape-interval`` seconds, so the figure includes building the families (lag, storage)
+as a Prometheus server would cause. Prints each run, the medians and their ratio; never asserts.
+
+Throughput swings with whatever else the machine runs, so each run also reports the CPU time the
+cluster's processes (the `orbitmq local` parent and its broker child, from /proc) spent per
+message sent: on a shared machine that ratio is the steadier measure of what counting costs.
+``--micro`` instead times the hot-path pieces themselves in this process (the broker's count of a
+put, the Remoting latency wrapper, the proxy's SendMessage wrapper), each against the same call
+without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+
+from orbitmq.bench.load import LoadOptions, run_send_load
+from orbitmq.bench.scenario import stop_local
+from orbitmq.bench.stats import format_summary
+from orbitmq.common.net import free_ports
+
+TOPIC = "OrbitMetricsBench"
+
+
+def start_local(data_dir: str, metrics: bool) -> tuple[subprocess.Popen, str, str | None]:
+    """`orbitmq local` with metrics on or off: (process, proxy endpoint, metrics URL or None)."""
+    ports = free_ports(4)
+    proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "local", "--data-dir", data_dir,
+                             "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]),
+                             "--proxy-port", str(ports[2]), "--log-level", "ERROR",
+                             f"metricsExporterType={'PROM' if metrics else 'DISABLE'}",
+                             f"metricsPromExporterPort={ports[3]}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line and proc.poll() is not None:
+            raise RuntimeError("orbitmq local exited before it was ready")
+        if "Press Ctrl-C" in line:
+            url = f"http://127.0.0.1:{ports[3]}/metrics" if metrics else None
+            return proc, f"127.0.0.1:{ports[2]}", url
+    proc.kill()
+    raise RuntimeError("orbitmq local did not become ready")
+
+
+def _tree_cpu_seconds(pid: int) -> float | None:
+    """user + system CPU seconds of ``pid`` and its direct children (Linux /proc); None elsewhere."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(entry) == pid or int(fields[1]) == pid:
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / ticks
+    except (OSError, ValueError):
+        return None
+
+
+async def _scrape_loop(url: str, interval: float, sizes: list[int]) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            body = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read())
+            sizes.append(len(body))
+        except OSError as exc:
+            print(f"metrics: scrape failed: {exc}", flush=True)
+
+
+async def _measure(pid: int, endpoint: str, opts: LoadOptions, url: str | None, interval: float) -> dict:
+    # Warm-up: creates the topic (first use) and the proxy's routes outside the measurement.
+    await run_send_load(LoadOptions(endpoint=endpoint, topic=opts.topic, size=opts.size, concurrency=1,
+                                    batch=opts.batch, duration=1.0))
+    sizes: list[int] = []
+    scraper = asyncio.create_task(_scrape_loop(url, interval, sizes)) if url else None
+    cpu_before = _tree_cpu_seconds(pid)
+    try:
+        summary = (await run_send_load(LoadOptions(endpoint=endpoint, topic=opts.topic, size=opts.size,
+                                                   concurrency=opts.concurrency, batch=opts.batch,
+                                                   duration=opts.duration, rate=opts.rate))).summary()
+    finally:
+        if scraper is not None:
+            scraper.cancel()
+    cpu_after = _tree_cpu_seconds(pid)
+    summary["scrapes"] = len(sizes)
+    msgs = summary.get("messages") or 0
+    summary["cpu_us_per_msg"] = ((cpu_after - cpu_before) * 1e6 / msgs
+                                 if cpu_before is not None and cpu_after is not None and msgs else None)
+    return summary
+
+
+async def run(opts: LoadOptions, rounds: int, interval: float) -> dict:
+    runs: dict[str, list[dict]] = {"off": [], "on": []}
+    for index in range(rounds):
+        for label in ("off", "on"):
+            with tempfile.TemporaryDirectory(prefix="orbitmq-bench-metrics-") as data_dir:
+                proc, endpoint, url = start_local(data_dir, metrics=label == "on")
+                try:
+                    summary = await _measure(proc.pid, endpoint, opts, url, interval)
+                finally:
+                    stop_local(proc)
+            runs[label].append(summary)
+            extra = f", {summary['scrapes']} scrapes" if label == "on" else ""
+            cpu = summary["cpu_us_per_msg"]
+            print(format_summary(f"round {index + 1} metrics {label}{extra}", summary)
+                  + (f", server CPU {cpu:.0f} us/msg" if cpu is not None else ""), flush=True)
+    off = statistics.median(r["tps"] for r in runs["off"])
+    on = statistics.median(r["tps"] for r in runs["on"])
+    cpus = {k: [r["cpu_us_per_msg"] for r in v if r["cpu_us_per_msg"] is not None] for k, v in runs.items()}
+    cpu_off = statistics.median(cpus["off"]) if cpus["off"] else None
+    cpu_on = statistics.median(cpus["on"]) if cpus["on"] else None
+    return {"off": runs["off"], "on": runs["on"], "median_off": off, "median_on": on,
+            "ratio": on / off if off else None, "cpu_us_per_msg_off": cpu_off, "cpu_us_per_msg_on": cpu_on,
+            "cpu_ratio": cpu_on / cpu_off if cpu_on and cpu_off else None}
+
+
+def micro(n: int = 200_000) -> dict[str, float]:
+    """Microseconds each hot-path piece adds per call (best of three runs of ``n`` calls)."""
+    from types import SimpleNamespace
+
+    from orbitmq.broker.metrics.manager import BrokerMetricsManager
+    from orbitmq.broker.processors.registry import guard
+    from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
+    from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
+    from orbitmq.proxy.metrics import ProxyMetrics
+    from orbitmq.remoting.processor import WRAPPED_ATTR
+
+    broker = BrokerMetricsManager(SimpleNamespace(config=SimpleNamespace(
+        broker_cluster_name="c", broker_name="b", metrics_label="")), hub=SimpleNamespace())
+    props = {"KEYS": "k", "TAGS": "t", "UNIQ_KEY": "0" * 32, "WAIT": "true"}
+
+    def best(fn) -> float:
+        return min(fn() for _ in range(3))
+
+    def put_cost() -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            broker.on_put("BenchTopic", props, 0, 1, 1200)
+        return (time.perf_counter() - start) / n * 1e6
+
+    async def processor(request, channel):
+        return SimpleNamespace(code=0)
+
+    guarded = guard(310, processor)
+    direct, timed = getattr(guarded, WRAPPED_ATTR), broker.timed(310, guarded)
+    proxy = ProxyMetrics(SimpleNamespace(metrics_label="", rocket_mq_cluster_name="c", proxy_name="p",
+                                         proxy_mode="cluster"), lambda: None)
+    request = spb.SendMessageRequest(messages=[pb.Message(topic=pb.Resource(name="T"), body=b"x" * 1024)])
+    ok = spb.SendMessageResponse(status=pb.Status(code=pb.Code.OK))
+
+    async def send(req, context):
+        return ok
+
+    wrapped_send = proxy._wrap_unary("SendMessage", send)
+
+    async def calls(fn, arg) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            await fn(arg, None)
+        return (time.perf_counter() - start) / n * 1e6
+
+    async def extra(base, wrapped, arg) -> float:
+        return min([await calls(wrapped, arg) - await calls(base, arg) for _ in range(3)])
+
+    remoting_request = SimpleNamespace(flag=0, ext_fields={})
+    return {"broker_put_us": best(put_cost),
+            "remoting_wrapper_us": asyncio.run(extra(direct, timed, remoting_request)),
+            "proxy_send_wrapper_us": asyncio.run(extra(send, wrapped_send, request))}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="orbitmq bench metrics", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-s", "--size", type=int, default=1024, help="message body size in bytes")
+    parser.add_argument("-w", "--concurrency", type=int, default=16, help="requests in flight")
+    parser.add_argument("-b", "--batch", type=int, default=1, help="messages per SendMessage request")
+    parser.add_argument("-d", "--duration", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("-r", "--rounds", type=int, default=3, help="off/on pairs")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="messages per second (0 = as fast as possible); below saturation the CPU per "
+                             "message compares like with like")
+    parser.add_argument("--scrape-interval", type=float, default=5.0, help="seconds between scrapes while on")
+    parser.add_argument("--micro", action="store_true", help="time the hot-path pieces in this process instead")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(list(argv or []))
+    if args.micro:
+        costs = micro()
+        print(json.dumps(costs) if args.json else
+              "metrics hot path, extra us per call: " + ", ".join(f"{k} {v:.2f}" for k, v in costs.items()))
+        return 0
+    opts = LoadOptions(topic=TOPIC, size=args.size, concurrency=args.concurrency, batch=args.batch,
+                       duration=args.duration, rate=args.rate)
+    summary = asyncio.run(run(opts, max(args.rounds, 1), args.scrape_interval))
+    if args.json:
+        print(json.dumps(summary))
+    elif summary["ratio"] is not None:
+        print(f"metrics: throughput with metrics on is {summary['ratio']:.3f} x off "
+              f"(medians {summary['median_on']:.0f} vs {summary['median_off']:.0f} msgs/s)")
+        if summary["cpu_ratio"] is not None:
+            print(f"metrics: server CPU per message with metrics on is {summary['cpu_ratio']:.3f} x off "
+                  f"(medians {summary['cpu_us_per_msg_on']:.0f} vs {summary['cpu_us_per_msg_off']:.0f} us/msg)")
+    return 0
