@@ -18,6 +18,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "store": ("orbitmq.broker.store.bench", "storage engine: CommitLog appends (async/sync flush) and reads"),
     "producer": ("orbitmq.bench.producer", "send TPS and RT through a proxy's gRPC SendMessage"),
     "consumer": ("orbitmq.bench.consumer", "consume TPS and end-to-end latency through ReceiveMessage/AckMessage"),
+    "drain": ("orbitmq.bench.drain", "fill a topic, then receive + batched ack it all, counting each message id"),
+    "nats": ("orbitmq.bench.nats_bench", "the same loads against NATS JetStream (nats-server + nats-py) when installed"),
+    "memory": ("orbitmq.bench.memory", "orbitmq local RSS when idle and after draining --messages messages"),
     "baseline": ("orbitmq.bench.baseline", "the same send load against a bare grpc.aio echo server"),
     "all": ("orbitmq.bench.scenario", "a short orbitmq-local scenario printed against the proxy goals"),
     "failover": ("orbitmq.bench.failover", "client-visible unavailability after kill -9 of the master (local --ha)"),
@@ -26,6 +29,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "transaction": ("orbitmq.bench.transaction", "transactional send + commit msgs/s vs normal sends/s"),
     "timer": ("orbitmq.bench.timer", "timer messages: msgs/s filed into the wheel, delivery lateness p99"),
     "sdk-producer": ("orbitmq.bench.sdk_producer", "SDK producer with automatic batching vs the official Python client"),
+    "sdk-pull": ("orbitmq.bench.sdk_pull", "SDK PullConsumer draining a backlog (msgs/s)"),
 }
 
 
