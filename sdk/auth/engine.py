@@ -135,13 +135,19 @@ def _heartbeat(ext: dict[str, str], body: bytes, cluster: str) -> list[Requireme
         data = json.loads(body) if body else {}
     except ValueError:
         return out
-    for consumer in data.get("consumerDataSet") or ():
+    # the body is the client's JSON: anything not shaped like HeartbeatData names no resource
+    # (fuzz finding: AttributeError on a list or a number where an object belongs)
+    consumers = data.get("consumerDataSet") if isinstance(data, dict) else None
+    for consumer in consumers if isinstance(consumers, list) else ():
+        if not isinstance(consumer, dict):
+            continue
         group = consumer.get("groupName")
-        if group:
+        if group and isinstance(group, str):
             out.append((Resource.group(group), SUB))
-        for sub in consumer.get("subscriptionDataSet") or ():
-            topic = sub.get("topic") or ""
-            if topic and not topic.startswith(RETRY_PREFIX):
+        subs = consumer.get("subscriptionDataSet")
+        for sub in subs if isinstance(subs, list) else ():
+            topic = sub.get("topic") if isinstance(sub, dict) else None
+            if topic and isinstance(topic, str) and not topic.startswith(RETRY_PREFIX):
                 out.append((Resource.topic(topic), SUB))
     return out
 
@@ -151,7 +157,11 @@ def _body_group(ext: dict[str, str], body: bytes, cluster: str) -> list[Requirem
         data = json.loads(body) if body else {}
     except ValueError:
         return []
+    if not isinstance(data, dict):  # fuzz finding: AttributeError on a JSON array or number
+        return []
     group = data.get("consumerGroup") or data.get("groupName")
+    if not isinstance(group, str):
+        return []
     return [(Resource.group(group), SUB)] if group else []
 
 
@@ -174,8 +184,11 @@ def _topic_create(ext: dict[str, str], body: bytes, cluster: str) -> list[Requir
 
 def _group_create(ext: dict[str, str], body: bytes, cluster: str) -> list[Requirement]:
     try:
-        group = (json.loads(body) if body else {}).get("groupName", "")
+        data = json.loads(body) if body else {}
     except ValueError:
+        data = {}
+    group = data.get("groupName", "") if isinstance(data, dict) else ""
+    if not isinstance(group, str):
         group = ""
     return [(Resource.group(group), (Action.Create, Action.Update))]
 
@@ -185,6 +198,7 @@ _UPDATE = (Action.Update,)
 
 REMOTING_REQUIREMENTS: dict[int, _Builder | None] = {
     10: _send, 310: _send, 320: _send,                                   # SEND_MESSAGE(_V2), SEND_BATCH
+    324: _send, 325: _send, 370: _fields(PUB, "topic", None),            # SEND_REPLY_MESSAGE(_V2), RECALL
     11: _fields(SUB), 361: _fields(SUB),                                 # PULL_MESSAGE, LITE_PULL
     200050: _fields(SUB), 200051: _fields(SUB), 200052: _fields(SUB),    # POP, ACK, PEEK
     200053: _fields(SUB), 200054: _fields(SUB), 200055: _fields(SUB),    # CHANGE_INVISIBLE, NOTIFICATION, POLLING

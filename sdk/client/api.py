@@ -303,6 +303,29 @@ class MQClientAPI:
         uniq = ",".join([m.properties.get(_UNIQ_KEY) or "" for m in messages])
         return self._send_result(response, broker_addr, first.topic, broker_name, uniq)
 
+    async def send_reply_message(self, broker_addr: str, broker_name: str, msg: Message, producer_group: str,
+                                 queue_id: int = -1, timeout: float | None = None) -> SendResult:  # noqa: ASYNC109
+        """SEND_REPLY_MESSAGE_V2 of a reply (orbitmq.client.request_reply.create_reply_message).
+
+        SEND_OK once the broker pushed it to the requester; a requester it cannot reach raises
+        MQBrokerError(SYSTEM_ERROR) with the broker's remark.
+        """
+        header = self._send_header(msg, producer_group, queue_id, 0, False, broker_name)
+        response = await self.invoke(broker_addr, RequestCode.SEND_REPLY_MESSAGE_V2, header, msg.body, timeout)
+        return self._send_result(response, broker_addr, msg.topic, broker_name, msg.uniq_key or "")
+
+    async def recall_message(self, broker_addr: str, topic: str, recall_handle: str, producer_group: str | None = None,
+                             timeout: float | None = None) -> str:  # noqa: ASYNC109
+        """RECALL_MESSAGE (370) of a timer message's recall handle; the recalled message id.
+
+        The broker refuses with MQBrokerError: NO_PERMISSION while recallMessageEnable is off,
+        ILLEGAL_OPERATION for a handle that does not decode, names another topic or broker, or is
+        no longer ahead of the broker's clock.
+        """
+        fields = {"topic": topic, "recallHandle": recall_handle, "producerGroup": producer_group}
+        response = await self.call(broker_addr, RequestCode.RECALL_MESSAGE, fields, timeout=timeout)
+        return str((response.ext_fields or {}).get("msgId") or "")
+
     async def consumer_send_msg_back(self, broker_addr: str, group: str, commit_log_offset: int, delay_level: int,
                                      origin_msg_id: str, origin_topic: str,
                                      max_reconsume_times: int | None = None) -> None:

@@ -19,9 +19,13 @@ class ProducerManager:
     def __init__(self, channel_expired_millis: int = 120_000) -> None:
         self.group_channel_table: dict[str, dict[Any, ClientChannelInfo]] = {}
         self.channel_expired_millis = channel_expired_millis
+        # client id -> its newest channel: where replies go (request/reply, findChannel upstream).
+        self.client_channel_table: dict[str, Any] = {}
 
     def register_producer(self, group: str, info: ClientChannelInfo) -> None:
         channels = self.group_channel_table.setdefault(group, {})
+        if info.client_id:
+            self.client_channel_table[info.client_id] = info.channel
         old = channels.get(info.channel)
         if old is None:
             channels[info.channel] = info
@@ -39,6 +43,19 @@ class ProducerManager:
     def do_channel_close_event(self, channel: Any) -> None:
         for group in list(self.group_channel_table):
             self.unregister_producer(group, channel)
+        self._forget_channel(channel)
+
+    def _forget_channel(self, channel: Any) -> None:
+        for client_id in [c for c, ch in self.client_channel_table.items() if ch is channel]:
+            del self.client_channel_table[client_id]
+
+    def find_channel(self, client_id: str) -> Any | None:
+        """The live channel of a producer client id (ProducerManager.findChannel), or None."""
+        channel = self.client_channel_table.get(client_id)
+        if channel is not None and not getattr(channel, "is_active", True):
+            del self.client_channel_table[client_id]
+            return None
+        return channel
 
     def scan_not_active_channel(self) -> list[Any]:
         expired = []
@@ -50,6 +67,7 @@ class ProducerManager:
                                 channel_remote_addr(channel))
                     del channels[channel]
                     expired.append(channel)
+                    self._forget_channel(channel)
             if not channels:
                 del self.group_channel_table[group]
         return expired
