@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     # Internal: the broker child of `orbitmq local` (run with the parent's arguments).
     p.add_argument("--broker-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--broker-cpu", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--tls", action="store_true",
+                   help="serve gRPC over TLS too (plaintext and TLS on one port) with a self-signed pair "
+                        "kept in <data-dir>/tls; prints how to trust it")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="extra broker.conf / proxy settings")
     return p
 
@@ -227,6 +230,18 @@ class LocalCluster:
         values.update({k: v for k, v in self.overrides.items() if k in METRICS_KEYS})
         return values
 
+    def unknown_keys(self) -> list[str]:
+        """Overrides no service of the cluster knows: warned about on the console, as the
+        single services' loaders do, instead of being dropped without a word."""
+        from orbitmq.broker.config import BrokerConfig
+        from orbitmq.broker.store.config import MessageStoreConfig
+        from orbitmq.namesrv.config import NamesrvConfig
+        from orbitmq.proxy.config import ProxyConfig
+
+        known = (BrokerConfig.config_keys() | MessageStoreConfig.config_keys() | ProxyConfig.config_keys()
+                 | NamesrvConfig.config_keys())
+        return sorted(k for k in self.overrides if k not in known)
+
     def _configs(self):
         from orbitmq.broker.config import BrokerConfig
         from orbitmq.broker.store.config import MessageStoreConfig
@@ -241,6 +256,11 @@ class LocalCluster:
             "configStorePath": str(self.data_dir / "namesrv" / "namesrv.properties"),
             **self.metrics_values(),
         }
+        # NameServer-only keys (orderMessageEnable, ...) go to the NameServer; shared names such as
+        # listenPort belong to the broker or proxy below.
+        shared = BrokerConfig.config_keys() | MessageStoreConfig.config_keys() | ProxyConfig.config_keys()
+        values.update({k: v for k, v in self.overrides.items()
+                       if k in NamesrvConfig.config_keys() and k not in shared})
         (namesrv_cfg,) = load_configs(None, values, NamesrvConfig)
         broker_values = {
             "brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": "0",
@@ -259,6 +279,9 @@ class LocalCluster:
                 broker_values[key] = value
             if key in ProxyConfig.config_keys():
                 proxy_values[key] = value
+        if proxy_values.get("traceEnable", "").strip().lower() == "true":
+            # The proxy's trace records need the trace topic: its broker creates it unless told not to.
+            broker_values.setdefault("traceTopicEnable", "true")
         broker_cfg, store_cfg = load_configs(None, broker_values, BrokerConfig, MessageStoreConfig)
         broker_cfg.resolve_defaults()
         (proxy_cfg,) = load_configs(None, proxy_values, ProxyConfig)
@@ -409,10 +432,25 @@ def with_default_metrics(overrides: dict[str, str], host: str = "127.0.0.1") -> 
     return values
 
 
+def tls_overrides(data_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """`orbitmq local --tls`: permissive TLS with a self-signed pair in <data-dir>/tls, made by the
+    proxy on its first start and reused after (services/proxy/tls.py)."""
+    tls_dir = Path(data_dir).expanduser() / "tls"
+    return {"tlsTestModeEnable": "true", "tlsCertPath": str(tls_dir / "rocketmq.crt"),
+            "tlsKeyPath": str(tls_dir / "rocketmq.key"), "tls.server.mode": "permissive"}
+
+
 async def run(args: argparse.Namespace) -> int:
+    overrides = parse_cli_overrides(args.overrides)
+    if getattr(args, "tls", False):
+        overrides = {**tls_overrides(args.data_dir), **overrides}
     cluster = LocalCluster(args.data_dir, args.host, args.namesrv_port, args.broker_port, args.proxy_port,
-                           with_default_metrics(parse_cli_overrides(args.overrides), args.host),
+                           with_default_metrics(overrides, args.host),
                            broker_process=not args.one_process, log_level=args.log_level, pin_cpus=args.pin_cpus)
+    unknown = cluster.unknown_keys()
+    if unknown:
+        print(f"orbitmq local: unknown config keys ignored (no NameServer, broker, store or proxy key): "
+              f"{', '.join(unknown)}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     _stop_on_signals(stop)
     await cluster.start()
@@ -424,6 +462,10 @@ async def run(args: argparse.Namespace) -> int:
               f"{cluster.metrics_endpoint.removesuffix('/metrics')}/ready)", flush=True)
     print("Send a first message with the official client (pip install rocketmq-python-client):", flush=True)
     print(client_example(cluster.endpoint), flush=True)
+    if "tlsCertPath" in overrides and getattr(args, "tls", False):
+        from orbitmq.proxy.tls import trust_hint
+        print(f"TLS and plaintext on {cluster.endpoint} (tls_enable=True in the client). "
+              + trust_hint(overrides["tlsCertPath"]), flush=True)
     print("Press Ctrl-C to stop.", flush=True)
     exit_code = 0
     waiters = [asyncio.create_task(stop.wait())]

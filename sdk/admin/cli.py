@@ -519,8 +519,9 @@ async def broker_status(admin: MQAdminExt, args: argparse.Namespace) -> Result:
 # mqadmin's controller commands (getControllerMetaData, electMaster, ...) and the operator commands
 # (topicClusterList, updateBrokerConfig, printMsg, ...; topicList -c and queryMsgById use their
 # helpers) register themselves on import.
-# The ACL 2.0 user/ACL commands (createUser ... listAcl, auth_commands) register themselves too.
-from orbitmq.admin import auth_commands, controller_commands, ops_commands  # noqa: E402,F401
+# The ACL 2.0 user/ACL commands (createUser ... listAcl, auth_commands) and queryMsgTraceById
+# (trace_commands) register themselves too.
+from orbitmq.admin import auth_commands, controller_commands, ops_commands, trace_commands  # noqa: E402,F401
 
 # ---- entry point ----------------------------------------------------------------------------------
 

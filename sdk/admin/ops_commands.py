@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any
 
+from orbitmq.admin import trace_commands
 from orbitmq.admin.admin_api import AdminError, MQAdminExt
 from orbitmq.admin.cli import Result, UsageError, _bool, _timestamp, command
 from orbitmq.admin.output import format_timestamp, render_table
@@ -701,15 +702,16 @@ def _send_options(p: argparse.ArgumentParser) -> None:
 async def send_message(admin: MQAdminExt, args: argparse.Namespace) -> Result:
     if args.qid is not None and not args.broker:
         raise UsageError("Broker name must be set if the queue is chosen!")
-    if args.trace:
-        raise AdminError("message trace (-m true) is not supported by this cluster")
     msg = Message(args.topic.strip(), args.body.strip().encode("utf-8"))
     if args.tags:
         msg.put_property(MessageConst.TAGS, args.tags.strip())
     if args.key:
         msg.put_property(MessageConst.KEYS, args.key.strip())
-    result = await admin.send(msg, str(int(time.time() * 1000)), args.broker.strip() if args.broker else None,
-                              args.qid)
+    group = str(int(time.time() * 1000))
+    started = time.monotonic()
+    result = await admin.send(msg, group, args.broker.strip() if args.broker else None, args.qid)
+    if args.trace:  # as a Remoting producer with enableMsgTrace: a Pub record in RMQ_SYS_TRACE_TOPIC
+        await trace_commands.send_pub_trace(admin, msg, group, result, int((time.monotonic() - started) * 1000))
     row = {"brokerName": result.broker_name, "queueId": result.queue_id, "sendStatus": result.status.value,
            "msgId": result.msg_id, "offsetMsgId": result.offset_msg_id, "queueOffset": result.queue_offset}
     text = render_table(["#Broker Name", "#QID", "#Send Result", "#MsgId"],

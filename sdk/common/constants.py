@@ -161,3 +161,7 @@ def revive_topic(cluster_name: str) -> str:
 def is_sys_consumer_group(group: str) -> bool:
     """MixAll.isSysConsumerGroup: the CID_RMQ_SYS_ prefix marks internal consumer groups."""
     return group.startswith(CID_RMQ_SYS_PREFIX)
+
+# CHANGE_MESSAGE_INVISIBLETIME's remark (with NO_MESSAGE) when the handle's message was already
+# acked: the broker refuses to revive it and the proxy answers INVALID_RECEIPT_HANDLE.
+POP_HANDLE_ACKED_REMARK = "the message of this receipt handle has been acked"

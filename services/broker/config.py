@@ -59,13 +59,11 @@ class BrokerConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): or
     default_topic_queue_nums: int = 8
     register_broker_timeout_mills: int = 24000
     register_name_server_period: int = 30000
-    force_register: bool = True
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1000
     # How often PullRequestHoldService re-checks parked pulls when long polling is on.
     pull_request_hold_check_interval_mills: int = 5000
     wait_time_mills_in_send_queue: int = 200
-    wait_time_mills_in_pull_queue: int = 5000
     broker_fast_failure_enable: bool = True
     send_message_thread_pool_nums: int = 1
     send_thread_pool_queue_capacity: int = 10000
@@ -82,7 +80,6 @@ class BrokerConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): or
     server_max_connections: int = 10000
     remoting_frame_read_timeout_millis: int = 30_000
     flush_consumer_offset_interval: int = 5000
-    transfer_msg_by_heap: bool = True
     reject_transaction_message: bool = False
     # -- transactions (services/broker/transaction): check-back of half messages --
     # A half message younger than this (ms since born) is not checked yet.
@@ -101,7 +98,6 @@ class BrokerConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): or
     trace_on: bool = True
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     slave_read_enable: bool = False
-    filter_support_retry: bool = False
     # SQL92 filtering on pulls. Upstream defaults to false; OrbitMQ serves SQL92 subscriptions
     # (proxy, SDK) out of the box, so it defaults to true. Set false to refuse them as upstream.
     enable_property_filter: bool = True

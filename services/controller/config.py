@@ -6,8 +6,8 @@ picks this node's entry. Requests are served on a separate Remoting port, ``list
 as JRaft does upstream; every node's Remoting address travels through Raft (see raft.py).
 
 ``controllerType=jRaft`` is refused at start-up (:meth:`ControllerConfig.validate`): there is no
-SOFA-JRaft here. The ``jRaft*`` keys are still read so a Java controller.conf loads, and they are
-shown by ``-p``; they configure nothing unless the type were jRaft, as upstream.
+SOFA-JRaft here, so the ``jRaft*`` keys are not config keys either (a Java controller.conf naming
+them gets the unknown-key warning instead of having them accepted and ignored).
 
 ``mappedFileSize`` bounds the Raft journal file: past it the log is compacted into a snapshot.
 ``controllerThreadPoolNums`` bounds the requests processed at once and
@@ -59,15 +59,6 @@ class ControllerConfig(AuthConfig):  # ACL 2.0 keys: orbitmq.auth.config
     controller_d_leger_group: str = ""
     controller_d_leger_peers: str = ""
     controller_d_leger_self_id: str = ""
-    jraft_group_id: str = field(default="jRaft-Controller", metadata={"key": "jRaftGroupId"})
-    jraft_server_id: str = field(default="localhost:9880", metadata={"key": "jRaftServerId"})
-    jraft_init_conf: str = field(default="localhost:9880,localhost:9881,localhost:9882",
-                                 metadata={"key": "jRaftInitConf"})
-    jraft_controller_rpc_addr: str = field(default="localhost:9770,localhost:9771,localhost:9772",
-                                           metadata={"key": "jRaftControllerRPCAddr"})
-    jraft_election_timeout_ms: int = field(default=1000, metadata={"key": "jRaftElectionTimeoutMs"})
-    jraft_scan_wait_timeout_ms: int = field(default=1000, metadata={"key": "jRaftScanWaitTimeoutMs"})
-    jraft_snapshot_interval_secs: int = field(default=3600, metadata={"key": "jRaftSnapshotIntervalSecs"})
     # OrbitMQ: pysyncobj log compaction
     controller_log_compaction_min_entries: int = 5000
     controller_log_compaction_min_time_secs: int = 3600

@@ -31,7 +31,6 @@ class NamesrvConfig(AuthConfig):  # ACL 2.0 keys: orbitmq.auth.config
     rocketmq_home: str = field(default_factory=lambda: os.environ.get(ROCKETMQ_HOME_ENV, ""))
     kv_config_path: str = field(default_factory=lambda: _home_path("namesrv", "kvConfig.json"))
     config_store_path: str = field(default_factory=lambda: _home_path("namesrv", "namesrv.properties"))
-    product_env_name: str = "center"
     order_message_enable: bool = False
     return_order_topic_config_to_broker: bool = True
     scan_not_active_broker_interval: int = 5 * 1000

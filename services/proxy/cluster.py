@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from orbitmq.client import MQBrokerError, MQClientAPI, MQClientError, TopicRouteCache
-from orbitmq.common.constants import MASTER_ID, is_readable, is_writeable
+from orbitmq.common.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID, is_readable, is_writeable
 from orbitmq.common.java_hash import java_string_hash
 from orbitmq.common.route import BrokerData, TopicRouteData
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
@@ -116,10 +116,18 @@ class ClusterService:
             raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic} not found") from None
 
     async def _auto_create(self, topic: str) -> TopicRouteData:
-        """Create the topic on every master, then wait for the NameServers to route it."""
-        masters = await self.all_masters()
+        """Create the topic on every master whose broker has autoCreateTopicEnable (those route
+        TBW102, as Remoting producers see it), then wait for the NameServers to route it. With no
+        such broker the answer is TOPIC_NOT_FOUND, as RocketMQ 5's proxy gives."""
+        try:
+            template = await self.routes.fetch(AUTO_CREATE_TOPIC_KEY_TOPIC)
+            allowed = {q.broker_name for q in template.queue_datas}
+        except MQClientError:
+            allowed = set()
+        masters = [bd for bd in await self.all_masters() if bd.broker_name in allowed]
         if not masters:
-            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic} not found and no broker to create it on")
+            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic} not found (no broker runs with "
+                                                   "autoCreateTopicEnable=true to create it on)")
         nums = self.config.default_topic_queue_nums
         for bd in masters:
             await self.api.create_topic(bd.master_addr, TopicConfig(topic, nums, nums))

@@ -35,6 +35,7 @@ from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proxy import converter, errors, validation
 from orbitmq.proxy.errors import ProxyError
+from orbitmq.proxy.trace import ProxyTracer
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
@@ -173,6 +174,8 @@ class TransactionActivity:
         self.cluster = cluster
         self.clients = clients
         self._counter = itertools.count()
+        # Message trace for gRPC clients (services/proxy/trace.py), set by the server with traceEnable.
+        self.tracer: ProxyTracer | None = None
 
     def start(self) -> None:
         """Take CHECK_TRANSACTION_STATE requests the brokers send on our connections."""
@@ -200,6 +203,10 @@ class TransactionActivity:
             transaction_id=message_id)
         response = await self.cluster.api.invoke(addr, RequestCode.END_TRANSACTION, header)
         code = _END_CODES.get(response.code, Code.INTERNAL_SERVER_ERROR)
+        if self.tracer is not None and code == Code.OK:  # an EndTransaction record, queued
+            self.tracer.on_end_transaction(topic, topic, message_id, request.transaction_id,
+                                           "COMMIT_MESSAGE" if resolution == TRANSACTION_COMMIT_TYPE
+                                           else "ROLLBACK_MESSAGE", header.from_transaction_check, addr)
         return spb.EndTransactionResponse(status=errors.status(code, response.remark or Code.Name(code)))
 
     async def _master_of(self, broker_name: str, topic: str) -> str:

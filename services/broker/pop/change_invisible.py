@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.processors.base import Fields, RequestError, ext
+from orbitmq.common.constants import POP_HANDLE_ACKED_REMARK
 from orbitmq.common.extra_info import ExtraInfoError, parse_extra_info
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
@@ -60,6 +61,9 @@ class ChangeInvisibleTimeProcessor:
         if not 0 <= info.revive_qid < self.pop.revive_queue_num():
             raise RequestError(ResponseCode.INVALID_PARAMETER, f"reviveQid[{info.revive_qid}] is illegal")
         now = self.broker.now_ms()
+        if self.pop.recent_acks.acked(group, topic, queue_id, offset, info.pop_time, now):
+            # A new checkpoint would bring an acked message back: refused, the handle is spent.
+            return request.response_to(ResponseCode.NO_MESSAGE, POP_HANDLE_ACKED_REMARK)
         ck = PopCheckPoint(start_offset=offset, pop_time=now, invisible_time=invisible_time, num=1,
                            queue_id=queue_id, topic=topic, cid=group, broker_name=info.broker_name,
                            queue_offset_diff=[0])

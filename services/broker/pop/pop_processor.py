@@ -210,7 +210,10 @@ class PopMessageProcessor:
                                        topic_config)
         else:
             await self._pop_from_queue(header.topic, False, header.queue_id, header, batch, message_filter, client)
-        if not need_retry and not header.order and len(batch.records) < header.max_msg_nums:
+        # An orderly group reads its pop retry topic too (RocketMQ's does not): it only holds messages
+        # popped while the group was concurrent, revived after a switch to orderly
+        # (updateSubGroup -o true), and skipping it would strand them for good.
+        if (header.order or not need_retry) and len(batch.records) < header.max_msg_nums:
             await self._pop_from_topic(retry_topic, True, header, batch, message_filter, random_q, client)
         return batch
 

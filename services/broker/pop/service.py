@@ -25,6 +25,7 @@ from .notification import NotificationProcessor
 from .order_info import ConsumerOrderInfoManager
 from .pop_processor import PopMessageProcessor, init_offset
 from .queue_lock import QueueLockManager
+from .recent_acks import RecentAcks
 from .revive import PopReviveService
 from .revive_log import ReviveLogWriter
 
@@ -45,6 +46,8 @@ class PopService:
         self.order_info = ConsumerOrderInfoManager(broker.store_config.config_dir)
         self.long_polling = PopLongPollingService(self.config.max_pop_polling_size)
         self.revive_log = ReviveLogWriter(self)
+        # acked handles a change of invisible time must not revive (recent_acks.py)
+        self.recent_acks = RecentAcks()
         self.pop_processor = PopMessageProcessor(self)
         self.ack_processor = AckMessageProcessor(self)
         self.change_invisible_processor = ChangeInvisibleTimeProcessor(self)
