@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard proto/apache/rocketmq/v2/*.proto)
 PROTO_STAMP := sdk/proto/.generated
 
-.PHONY: setup run test proto lint bench bench-store clean node tools
+.PHONY: setup run test proto lint bench bench-store clean node tools fuzz
 
 SPEEDUPS := $(shell find sdk services -name '_speedups*.pyx' -o -name '_speedups*.pxi' 2>/dev/null)
 
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml setup.py $(SPEEDUPS)
 			python3-dev "python$$($(PY) -c 'import sys; print(*sys.version_info[:2], sep=".")')-dev")
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	ORBITMQ_REQUIRE_SPEEDUPS=1 $(BIN)/python -m pip install -q -e '.[dev]'
+	ORBITMQ_REQUIRE_SPEEDUPS=1 $(BIN)/python -m pip install -q -e '.[dev,spark]'
 	touch $@
 
 $(PROTO_STAMP): $(PROTO_SRC) proto/generate.py $(STAMP)
@@ -56,7 +56,23 @@ lint: setup
 	$(BIN)/ruff check .
 
 bench: setup
+	@command -v nats-server >/dev/null || ! command -v apt-get >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server) || \
+		echo "nats-server not installed: bench all skips NATS"
+	@$(BIN)/python -c "import nats" 2>/dev/null || $(BIN)/python -m pip install -q -e '.[bench]' || \
+		echo "nats-py not installed: bench all skips NATS"
 	$(BIN)/orbitmq bench all
+
+# Coverage-guided fuzzing (atheris) of every decoder that reads outside bytes, FUZZ_SECONDS each;
+# a crash stops the run and is left as crash-<sha1> in $(FUZZ_WORKDIR)/<harness>/ (tests/fuzz/run.py).
+FUZZ_SECONDS ?= 60
+FUZZ_WORKDIR ?= /tmp/orbitmq-fuzz
+fuzz: setup
+	@for t in $$($(BIN)/python -m tests.fuzz.run --list); do \
+		echo "== fuzz $$t for $(FUZZ_SECONDS)s"; \
+		FUZZ_WORKDIR=$(FUZZ_WORKDIR)/$$t $(BIN)/python -m tests.fuzz.run $$t -max_total_time=$(FUZZ_SECONDS) \
+			-print_final_stats=1 || exit 1; \
+	done
 
 bench-store: setup
 	$(BIN)/orbitmq bench store

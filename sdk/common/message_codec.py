@@ -213,13 +213,17 @@ def decode_record(buf, offset: int = 0, check_crc: bool = True) -> MessageExt:
         raise RecordError(f"record at {offset}: body CRC check failed")
     topic_len = buf[pos]
     pos += 1
-    topic = bytes(buf[pos : pos + topic_len]).decode("utf-8")
+    topic_at = pos
     pos += topic_len
     props_len = int.from_bytes(buf[pos : pos + 2], "big")
     pos += 2
     if pos + props_len != offset + total:
         raise RecordError(f"record at {offset}: field lengths do not add up to its size {total}")
-    props = bytes(buf[pos : pos + props_len]).decode("utf-8") if props_len else ""
+    try:  # the bytes come from a file or the network: bad UTF-8 is a bad record (fuzz finding)
+        topic = bytes(buf[topic_at : topic_at + topic_len]).decode("utf-8")
+        props = bytes(buf[pos : pos + props_len]).decode("utf-8") if props_len else ""
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"record at {offset}: topic or properties are not UTF-8: {exc}") from None
     return MessageExt(
         topic=topic,
         body=body,
@@ -304,12 +308,19 @@ def decode_pop_records(buf: bytes) -> list[MessageExt]:
                 pos = topic_at + topic_len
                 props_len = int.from_bytes(buf[pos:pos + 2], "big")
                 pos += 2
+                props: str | None = None
                 if pos + props_len == record_end:
+                    try:
+                        topic = buf[topic_at:topic_at + topic_len].decode("utf-8")
+                        props = buf[pos:record_end].decode("utf-8") if props_len else ""
+                    except UnicodeDecodeError:  # decode_record below names the bad record
+                        props = None
+                if props is not None:
                     append(MessageExt(
-                        topic=buf[topic_at:topic_at + topic_len].decode("utf-8"),
+                        topic=topic,
                         body=body,
                         flag=flag,
-                        properties=string_to_properties(buf[pos:record_end].decode("utf-8") if props_len else ""),
+                        properties=string_to_properties(props),
                         queue_id=queue_id,
                         store_size=total,
                         queue_offset=queue_offset,

@@ -169,6 +169,8 @@ def decode_offset_message_id(msg_id: str) -> tuple[str, int, int]:
         raw = bytes.fromhex(msg_id)
     except ValueError:
         raise ValueError(f"invalid message id {msg_id!r}: not hexadecimal") from None
+    if len(raw) * 2 != len(msg_id):  # fromhex skips whitespace (fuzz finding: struct.error)
+        raise ValueError(f"invalid message id {msg_id!r}: not hexadecimal")
     ip_len = 16 if len(raw) == _IPV6_OFFSET_ID_LEN else 4
     port, offset = struct.unpack_from(">Iq", raw, ip_len)
     if offset < 0:

@@ -149,8 +149,9 @@ class Channel(asyncio.Protocol):
     # ---- protocol callbacks -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # Duck-typed: uvloop's transports (ORBITMQ_EVENT_LOOP=uvloop) are no asyncio.Transport subclasses.
+        assert hasattr(transport, "write") and hasattr(transport, "set_write_buffer_limits")
+        self._transport = transport  # type: ignore[assignment]
         self.remote_address = _format_addr(transport.get_extra_info("peername"))
         self.local_address = _format_addr(transport.get_extra_info("sockname"))
         if self._high_water > 0:

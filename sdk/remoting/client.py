@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections.abc import Callable
 
 from orbitmq.remoting.channel import DEFAULT_MAX_CONCURRENT_REQUESTS, Channel
@@ -43,6 +44,8 @@ class RemotingClient:
         self._closed = False
         # RPCHook.doBeforeRequest (e.g. ACL signing, orbitmq.auth.client); None costs one check.
         self.rpc_hook: Callable[[RemotingCommand], None] | None = None
+        # tls.enable: connections made from now on use TLS (orbitmq.remoting.tls.client_ssl_context)
+        self.ssl_context: ssl.SSLContext | None = None
 
     def register_processor(self, code: int, processor: Processor) -> None:
         """Handle server->client requests (e.g. CHECK_TRANSACTION_STATE) with this code."""
@@ -78,9 +81,9 @@ class RemotingClient:
                            max_concurrent_requests=DEFAULT_MAX_CONCURRENT_REQUESTS)
 
         try:
-            _, channel = await asyncio.wait_for(loop.create_connection(factory, host, port),
+            _, channel = await asyncio.wait_for(loop.create_connection(factory, host, port, ssl=self.ssl_context),
                                                 self.connect_timeout)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise RemotingConnectError(addr, exc) from exc
         channel.on_close(lambda ch: self._forget(addr, ch))
         return channel

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from orbitmq.remoting import tls as remoting_tls
 from orbitmq.remoting.channel import (
     DEFAULT_FRAME_READ_TIMEOUT_SECONDS,
     DEFAULT_MAX_CONCURRENT_REQUESTS,
@@ -33,6 +34,7 @@ def server_limits(config: object) -> dict[str, Any]:
         "frame_read_timeout_seconds": frame_ms / 1000.0 if frame_ms > 0 else None,
         "write_buffer_high_water_mark": getattr(config, "write_buffer_high_water_mark", 0),
         "write_buffer_low_water_mark": getattr(config, "write_buffer_low_water_mark", 0),
+        "tls_config": config,  # tls.server.mode and its certificate keys (orbitmq.remoting.tls)
     }
 
 
@@ -50,8 +52,9 @@ class RemotingServer:
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  frame_read_timeout_seconds: float | None = DEFAULT_FRAME_READ_TIMEOUT_SECONDS,
                  write_buffer_high_water_mark: int = 0, write_buffer_low_water_mark: int = 0,
-                 max_write_buffer: int = DEFAULT_MAX_WRITE_BUFFER) -> None:
+                 max_write_buffer: int = DEFAULT_MAX_WRITE_BUFFER, tls_config: Any = None) -> None:
         self.host = host
+        self._tls_config = tls_config  # None or disabled: plaintext only
         # abusive clients (issue 16): connection count, trickled frames, peers that do not read
         self._max_connections = max_connections
         self._frame_read_timeout = frame_read_timeout_seconds
@@ -90,8 +93,16 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_channel, self.host, self._requested_port,
-                                                backlog=1024, reuse_address=True)
+        ctx = None
+        if self._tls_config is not None:  # the context may write a self-signed pair: off the loop
+            ctx = await asyncio.to_thread(remoting_tls.server_ssl_context, self._tls_config)
+        if ctx is not None and remoting_tls.server_tls_mode(self._tls_config) == remoting_tls.PERMISSIVE:
+            listener = remoting_tls.PermissiveListener(self.host, self._requested_port, self._new_channel, ctx)
+            listener.start()
+            self._server = listener  # type: ignore[assignment]
+        else:  # plaintext, or TLS only (enforcing)
+            self._server = await loop.create_server(self._new_channel, self.host, self._requested_port,
+                                                    backlog=1024, reuse_address=True, ssl=ctx)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("remoting server listening on %s:%s", self.host, self.port)
 

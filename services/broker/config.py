@@ -79,6 +79,18 @@ class BrokerConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): or
     write_buffer_low_water_mark: int = 0
     server_max_connections: int = 10000
     remoting_frame_read_timeout_millis: int = 30_000
+    # Remoting over TLS, TlsSystemConfig's keys (orbitmq.remoting.tls): tls.server.mode disabled |
+    # permissive (plaintext and TLS on one port, upstream's default) | enforcing, with a pair from
+    # tls.server.certPath/keyPath or self-signed (tls.test.mode.enable; false here, unlike
+    # upstream, so plaintext-only stays the default). tls.enable: this process's own Remoting
+    # connections use TLS; tls.client.authServer checks the server against tls.client.trustCertPath.
+    tls_server_mode: str = field(default="permissive", metadata={"key": "tls.server.mode"})
+    tls_test_mode_enable: bool = field(default=False, metadata={"key": "tls.test.mode.enable"})
+    tls_server_cert_path: str = field(default="", metadata={"key": "tls.server.certPath"})
+    tls_server_key_path: str = field(default="", metadata={"key": "tls.server.keyPath"})
+    tls_enable: bool = field(default=False, metadata={"key": "tls.enable"})
+    tls_client_auth_server: bool = field(default=False, metadata={"key": "tls.client.authServer"})
+    tls_client_trust_cert_path: str = field(default="", metadata={"key": "tls.client.trustCertPath"})
     flush_consumer_offset_interval: int = 5000
     reject_transaction_message: bool = False
     # -- transactions (services/broker/transaction): check-back of half messages --

@@ -55,6 +55,7 @@ from orbitmq.common.metrics import metrics_enabled
 from orbitmq.remoting.codes import RequestCode
 from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.server import RemotingServer, server_limits
+from orbitmq.remoting.tls import client_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,8 @@ class BrokerController:
         self.epoch_cache: Any = None
         self.replicas_manager: Any = None
         self.slave_synchronize = SlaveSynchronize(self)
+        # tls.enable: Remoting to NameServers and to the master over TLS (the controller's port is plaintext)
+        self.outer_api.client.ssl_context = self.slave_synchronize.client.ssl_context = client_ssl_context(config)
         self._fenced = False
         self._special_services_on: bool | None = None
         # Classic slave: the master's HA address the NameServer last returned.

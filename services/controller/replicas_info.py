@@ -162,6 +162,8 @@ def decode_event(data: bytes) -> Event | None:
         return None
     try:
         obj = fastjson.loads(data[2:].decode("utf-8"))
+        if not isinstance(obj, dict):  # fuzz finding: AttributeError on a JSON number
+            raise EventDecodeError(f"bad event of type {type_code}: not a JSON object")
         if type_code == ALTER_SYNC_STATE_SET_EVENT:
             return AlterSyncStateSetEvent(obj["brokerName"], frozenset(int(x) for x in obj["newSyncStateSet"]),
                                           _opt_int(obj.get("expectSyncStateSetEpoch")))
@@ -212,7 +214,10 @@ def parse_sync_state_set_body(body: bytes) -> tuple[set[int], int]:
     members = obj.get("syncStateSet") or []
     if not isinstance(members, list):
         raise ValueError("syncStateSet is not an array")
-    return {int(x) for x in members}, int(obj.get("syncStateSetEpoch") or 0)
+    try:
+        return {int(x) for x in members}, int(obj.get("syncStateSetEpoch") or 0)
+    except TypeError as exc:  # a list or an object where a number belongs
+        raise ValueError(f"SyncStateSet body is malformed: {exc}") from None
 
 
 def _java(value: Any) -> str:

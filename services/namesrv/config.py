@@ -59,6 +59,18 @@ class NamesrvConfig(AuthConfig):  # ACL 2.0 keys: orbitmq.auth.config
     write_buffer_low_water_mark: int = 0
     server_max_connections: int = 10000
     remoting_frame_read_timeout_millis: int = 30_000
+    # Remoting over TLS, TlsSystemConfig's keys (orbitmq.remoting.tls): tls.server.mode disabled |
+    # permissive (plaintext and TLS on one port, upstream's default) | enforcing, with a pair from
+    # tls.server.certPath/keyPath or self-signed (tls.test.mode.enable; false here, unlike
+    # upstream, so plaintext-only stays the default). tls.enable: this process's own Remoting
+    # connections use TLS; tls.client.authServer checks the server against tls.client.trustCertPath.
+    tls_server_mode: str = field(default="permissive", metadata={"key": "tls.server.mode"})
+    tls_test_mode_enable: bool = field(default=False, metadata={"key": "tls.test.mode.enable"})
+    tls_server_cert_path: str = field(default="", metadata={"key": "tls.server.certPath"})
+    tls_server_key_path: str = field(default="", metadata={"key": "tls.server.keyPath"})
+    tls_enable: bool = field(default=False, metadata={"key": "tls.enable"})
+    tls_client_auth_server: bool = field(default=False, metadata={"key": "tls.client.authServer"})
+    tls_client_trust_cert_path: str = field(default="", metadata={"key": "tls.client.trustCertPath"})
     # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""

@@ -27,6 +27,7 @@ from orbitmq.remoting.errors import RemotingError
 from orbitmq.remoting.headers import NotifyMinBrokerIdChangeRequestHeader
 from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.server import RemotingServer, server_limits
+from orbitmq.remoting.tls import client_ssl_context
 
 log = logging.getLogger("orbitmq.namesrv")
 
@@ -40,6 +41,7 @@ class NamesrvController:
         self.route_info_manager = RouteInfoManager(self.config, close_channel=self._close_channel,
                                                    notify_min_broker_id=self._notify_min_broker_id_changed)
         self.remoting_client = RemotingClient()
+        self.remoting_client.ssl_context = client_ssl_context(self.config)  # tls.enable (calls to brokers)
         self.processor = DefaultRequestProcessor(self)
         self.remoting_server = RemotingServer(self.config.bind_address, self.config.listen_port,
                                               **server_limits(self.config))

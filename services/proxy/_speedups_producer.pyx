@@ -175,6 +175,18 @@ cdef inline bint is_ascii_space(const unsigned char* buf, Span span) noexcept no
     return span.size > 0
 
 
+cdef inline bint has_control(const unsigned char* buf, Span span) noexcept nogil:
+    """UTF-8 text holding U+0000-U+001F or U+007F-U+009F (validation.contains_control_character)."""
+    cdef Py_ssize_t i
+    cdef Py_ssize_t stop = span.start + span.size
+    cdef unsigned char c
+    for i in range(span.start, stop):
+        c = buf[i]
+        if c < 0x20 or c == 0x7F or (c == 0xC2 and i + 1 < stop and 0x80 <= buf[i + 1] <= 0x9F):
+            return True
+    return False
+
+
 cdef inline bint is_ascii(const unsigned char* buf, Span span) noexcept nogil:
     cdef Py_ssize_t i
     for i in range(span.start, span.start + span.size):
@@ -390,14 +402,16 @@ cdef int32_t encode_parsed(const unsigned char* buf, Parsed* p, BatchContext ctx
         return -1
     if not p.keys_plain or user_size > ctx.max_user_size:
         return -1
-    if not has_visible_ascii(buf, p.message_id) or not is_ascii(buf, p.message_id):
+    if not has_visible_ascii(buf, p.message_id) or not is_plain(buf, p.message_id):  # no \x01\x02 smuggling
         return -1
     if p.group.size and not (is_plain(buf, p.group)
                              and (ctx.max_group_size <= 0 or p.group.size < ctx.max_group_size)):
         return -1
+    if p.trace.size and has_control(buf, p.trace):
+        return -1  # control characters: Python refuses them (no \x01\x02 smuggling)
     if host_from_wire:
-        if not is_ascii(buf, host):
-            return -1
+        if not is_ascii(buf, host) or (has_control(buf, host) and not is_ascii_space(buf, host)):
+            return -1  # control characters, as above
         with_host = not is_ascii_space(buf, host)
     else:
         with_host = ctx.remote_used

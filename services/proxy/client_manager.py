@@ -97,11 +97,18 @@ class GrpcClient:
         return []
 
 
+# Server -> client Telemetry commands queued for one stream; a client that does not read its
+# stream fills it, and the stream is then ended rather than buffered without bound (issue 16).
+TELEMETRY_OUTBOX_CAPACITY = 256
+
+
 class ClientManager:
     def __init__(self, config: ProxyConfig, cluster: ClusterService) -> None:
         self.config = config
         self.cluster = cluster
         self.clients: dict[str, GrpcClient] = {}
+        # Telemetry streams alive (attach_stream .. detach_stream), against grpcMaxTelemetryStreams
+        self.telemetry_streams = 0
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
         # Called with a client id when the client terminates or expires (e.g. release its messages).
@@ -233,19 +240,43 @@ class ClientManager:
         return spb.TelemetryCommand(status=errors.ok(), settings=merged)
 
     def attach_stream(self, ctx: ProxyContext) -> asyncio.Queue[spb.TelemetryCommand | None]:
+        """The outbox of a new Telemetry stream (replacing the client's previous one); ProxyError
+        TOO_MANY_REQUESTS when grpcMaxTelemetryStreams streams are already open."""
+        known = self.clients.get(ctx.client_id)
+        replacing = known is not None and known.outbox is not None  # ends its old stream: allowed
+        if not replacing and self.telemetry_streams >= self.config.grpc_max_telemetry_streams:
+            raise ProxyError(Code.TOO_MANY_REQUESTS,
+                             f"too many telemetry streams, max is {self.config.grpc_max_telemetry_streams}")
         client = self._client(ctx)
         self._close_stream(client)
-        client.outbox = asyncio.Queue()
+        client.outbox = asyncio.Queue(TELEMETRY_OUTBOX_CAPACITY)
+        self.telemetry_streams += 1
         return client.outbox
 
     def detach_stream(self, client_id: str, outbox: asyncio.Queue) -> None:
+        """Called once per attach_stream, when its stream ends."""
+        self.telemetry_streams -= 1
         client = self.clients.get(client_id)
         if client is not None and client.outbox is outbox:
             client.outbox = None
 
+    @staticmethod
+    def offer(outbox: asyncio.Queue[spb.TelemetryCommand | None], item: spb.TelemetryCommand | None) -> bool:
+        """Queue a command (or None: end the stream). A full outbox means the client does not read
+        its stream: the stream is ended instead (False), never buffered without bound."""
+        try:
+            outbox.put_nowait(item)
+            return True
+        except asyncio.QueueFull:
+            log.warning("telemetry stream not read by its client: closing it")
+            while not outbox.empty():
+                outbox.get_nowait()
+            outbox.put_nowait(None)
+            return False
+
     def _close_stream(self, client: GrpcClient) -> None:
         if client.outbox is not None:
-            client.outbox.put_nowait(None)
+            self.offer(client.outbox, None)
             client.outbox = None
 
     def send_command(self, client_id: str, command: spb.TelemetryCommand) -> bool:
@@ -253,8 +284,7 @@ class ClientManager:
         client = self.clients.get(client_id)
         if client is None or client.outbox is None:
             return False
-        client.outbox.put_nowait(command)
-        return True
+        return self.offer(client.outbox, command)
 
     # ---- Heartbeat / termination -------------------------------------------------------------
 

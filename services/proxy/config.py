@@ -29,6 +29,32 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     grpc_shutdown_time_seconds: int = 5
     # A 4 MiB body plus headers must fit; upstream allows 130 MiB.
     grpc_max_inbound_message_size: int = 130 * 1024 * 1024
+    # -- TLS (services/proxy/tls.py), upstream's keys: tls.server.mode is TlsSystemConfig's
+    # (disabled | permissive: plaintext and TLS on one port | enforcing). Unlike upstream,
+    # tlsTestModeEnable defaults to false: a self-signed pair on every start needs openssl, and
+    # permissive mode splices every connection through a front (docs/benchmarks.md has the cost);
+    # TLS is served once tlsTestModeEnable=true or tlsCertPath and tlsKeyPath are set. --
+    tls_test_mode_enable: bool = False
+    tls_key_path: str = ""
+    tls_cert_path: str = ""
+    tls_server_mode: str = field(default="permissive", metadata={"key": "tls.server.mode"})
+    # The proxy's Remoting connections to NameServers and brokers (orbitmq.remoting.tls).
+    tls_enable: bool = field(default=False, metadata={"key": "tls.enable"})
+    tls_client_auth_server: bool = field(default=False, metadata={"key": "tls.client.authServer"})
+    tls_client_trust_cert_path: str = field(default="", metadata={"key": "tls.client.trustCertPath"})
+    # -- abusive clients (issue 16; OrbitMQ's own keys, upstream leaves these to Netty/executors) --
+    # HTTP/2 streams one connection may have open (SETTINGS_MAX_CONCURRENT_STREAMS: clients queue).
+    grpc_max_concurrent_streams_per_connection: int = 4096
+    # Telemetry streams open at once over all clients (one per client id: a new one replaces the
+    # old); beyond it a stream is answered TOO_MANY_REQUESTS and closed.
+    grpc_max_telemetry_streams: int = 20_000
+    # ReceiveMessage long polls held at once; beyond it TOO_MANY_REQUESTS (the client backs off).
+    grpc_max_long_polling_requests: int = 20_000
+    # Server keepalive pings reap half-open connections: a ping unanswered this long closes it.
+    grpc_keepalive_time_millis: int = 60_000
+    grpc_keepalive_timeout_millis: int = 20_000
+    # A connection with no RPC this long is closed with GOAWAY (clients reconnect when needed).
+    grpc_max_connection_idle_millis: int = 600_000
     max_message_size: int = MAX_MESSAGE_SIZE
     enable_message_body_empty_check: bool = True
     max_user_property_size: int = 16 * 1024
@@ -78,6 +104,12 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     # wins on the broker (ScheduleMessageService; the longest level is 2 h by default).
     use_delay_level: bool = False
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    # -- message trace for gRPC clients (services/proxy/trace.py; not upstream keys: RocketMQ's
+    # proxy writes no trace). The trace topic must exist (broker traceTopicEnable=true). --
+    trace_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    trace_msg_batch_num: int = 10  # records per trace message (upstream's client default, max 20)
+    trace_queue_capacity: int = 2048  # records waiting to be sent; beyond it they are dropped and counted
     # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""

@@ -8,6 +8,7 @@ import grpc
 
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proxy.errors import ProxyError
+from orbitmq.proxy.tls import _RELAYED_PEERS
 
 CLIENT_ID = "x-mq-client-id"
 LANGUAGE = "x-mq-language"
@@ -47,7 +48,9 @@ class ProxyContext:
 
 def _peer_address(peer: str) -> str:
     """grpc's "ipv4:1.2.3.4:5678" / "ipv6:[::1]:5678" -> "1.2.3.4:5678"."""
-    return peer[5:] if peer.startswith(_PEER_PREFIXES) else peer
+    address = peer[5:] if peer.startswith(_PEER_PREFIXES) else peer
+    # spliced by the TLS front (permissive mode): the client's own address, not the loopback
+    return _RELAYED_PEERS.get(address, address) if _RELAYED_PEERS else address
 
 
 _PEER_PREFIXES = ("ipv4:", "ipv6:")  # both five characters long

@@ -105,6 +105,17 @@ def _check_user_size_and_message_id(user_size: int, message_id: str, config: Pro
                          f"the total size of user property is too large, max is {config.max_user_property_size}")
     if not message_id.strip():
         raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+    # Beyond upstream (fuzz finding): the id becomes UNIQ_KEY inside the properties string, so a
+    # \x01/\x02 in it would smuggle in other properties; control characters are refused.
+    if validation.contains_control_character(message_id):
+        raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot contain control character")
+
+
+def _check_no_control(value: str, what: str) -> None:
+    """Beyond upstream (fuzz finding): system properties a client sets verbatim (trace context, born
+    host) must not carry \x01/\x02, which would smuggle other properties into the string."""
+    if not value.isprintable() and validation.contains_control_character(value):
+        raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the {what} cannot contain control character")
 
 
 def _check_user_property_count(user_props: Mapping[str, str], config: ProxyConfig) -> None:
@@ -182,9 +193,11 @@ def build_message_properties(message: pb.Message, producer_group: str, remote_ad
         props[_SHARDING_KEY] = group
     trace = sysp.trace_context
     if trace:
+        _check_no_control(trace, "trace context")
         props[_TRACE_CONTEXT] = trace
     born_host = sysp.born_host or remote_addr
     if born_host and not born_host.isspace():
+        _check_no_control(born_host, "born host")
         props[_BORN_HOST] = born_host
     if sysp.HasField("born_timestamp"):
         props[_BORN_TIMESTAMP] = str(timestamp_ms(sysp.born_timestamp))
@@ -299,9 +312,15 @@ def encode_message_properties(message: pb.Message, producer_group: str, remote_a
     else:
         group_part = ""
     trace = sysp.trace_context
+    if trace:
+        _check_no_control(trace, "trace context")
     trace_part = f"{_TRACE_}{trace}{_PS}" if trace else ""
     born_host = sysp.born_host or remote_addr
-    host_part = f"{_BORN_HOST_}{born_host}{_PS}" if born_host and not born_host.isspace() else ""
+    if born_host and not born_host.isspace():
+        _check_no_control(born_host, "born host")
+        host_part = f"{_BORN_HOST_}{born_host}{_PS}"
+    else:
+        host_part = ""
     if sysp.HasField("born_timestamp"):
         ts = sysp.born_timestamp
         seconds, nanos = ts.seconds, ts.nanos  # timestamp_ms inlined: it runs for every message

@@ -12,6 +12,7 @@ from orbitmq.auth.client import install_signing
 from orbitmq.client import MQClientAPI, TopicRouteCache, parse_namesrv_addr
 from orbitmq.common.metrics import hub, metrics_enabled
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
+from orbitmq.proxy import tls
 from orbitmq.proxy.auth import new_auth_interceptor
 from orbitmq.proxy.client_manager import ClientManager
 from orbitmq.proxy.cluster import ClusterService, FailoverStats
@@ -20,10 +21,13 @@ from orbitmq.proxy.consumer import ConsumerActivity
 from orbitmq.proxy.metrics import ProxyHealth, ProxyMetrics
 from orbitmq.proxy.offsets import OffsetActivity
 from orbitmq.proxy.producer import ProducerActivity
+from orbitmq.proxy.recall import RecallActivity
 from orbitmq.proxy.route import RouteActivity
 from orbitmq.proxy.service import MessagingService
+from orbitmq.proxy.trace import ProxyTracer
 from orbitmq.proxy.transaction import TransactionActivity
 from orbitmq.remoting.client import RemotingClient
+from orbitmq.remoting.tls import client_ssl_context
 
 log = logging.getLogger("orbitmq.proxy")
 
@@ -47,6 +51,8 @@ class ProxyServer:
         self.metrics: ProxyMetrics | None = (
             ProxyMetrics(config, lambda: self.clients) if metrics_enabled(config) else None)
         self.health: ProxyHealth | None = None
+        self._tls_front: tls.TlsFront | None = None
+        self.tracer: ProxyTracer | None = None  # traceEnable: trace records for gRPC clients
 
     def failover_stats(self) -> dict[str, int]:
         """broker_failures, send_retries, possible_duplicates (messages re-sent after an unknown outcome)."""
@@ -66,6 +72,7 @@ class ProxyServer:
         namesrvs = parse_namesrv_addr(cfg.namesrv_addr)
         cfg.validate_auth()
         remoting = RemotingClient()
+        remoting.ssl_context = client_ssl_context(cfg)  # tls.enable
         install_signing(remoting, cfg.inner_credentials())  # ACL 2.0: the proxy's own calls are signed
         self.api = MQClientAPI(remoting, timeout=cfg.remoting_timeout_millis / 1000.0)
         self.routes = TopicRouteCache(self.api, namesrvs, cfg.topic_route_service_cache_refresh_seconds)
@@ -77,6 +84,11 @@ class ProxyServer:
         # Transactions (services/proxy/transaction.py): EndTransaction and the check-back relay.
         service.transactions = TransactionActivity(cfg, cluster, self.clients)
         service.transactions.start()
+        if cfg.trace_enable:  # services/proxy/trace.py
+            tracer = self.tracer = ProxyTracer(cfg, cluster)
+            service.producer.tracer = service.consumer.tracer = service.transactions.tracer = tracer
+            tracer.start()
+        service.recall = RecallActivity(cfg, cluster)  # RecallMessage (services/proxy/recall.py)
         limit = cfg.grpc_max_inbound_message_size
         interceptors: list[grpc.aio.ServerInterceptor] = []
         if cfg.auth_enabled:  # ACL 2.0 (services/proxy/auth.py)
@@ -85,17 +97,22 @@ class ProxyServer:
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
+            # abusive clients (issue 16): streams per connection, half-open and idle connections
+            ("grpc.max_concurrent_streams", cfg.grpc_max_concurrent_streams_per_connection),
+            ("grpc.keepalive_time_ms", cfg.grpc_keepalive_time_millis),
+            ("grpc.keepalive_timeout_ms", cfg.grpc_keepalive_timeout_millis),
+            ("grpc.max_connection_idle_ms", cfg.grpc_max_connection_idle_millis),
         ])
         if self.metrics is not None:
             self.metrics.instrument(service)  # counting wrappers, not an interceptor (cheaper per call)
         sgrpc.add_MessagingServiceServicer_to_server(service, server)
         self.health = ProxyHealth(self.routes)
         health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, server)
-        port = server.add_insecure_port(f"{self.host}:{cfg.grpc_server_port}")
-        if port == 0:
-            raise OSError(f"cannot listen on {self.host}:{cfg.grpc_server_port}")
+        port = await self._add_ports(server)
         await server.start()
         self._server = server
+        if self._tls_front is not None:  # permissive TLS: the public port splices to both
+            port = await self._tls_front.start()
         self.port = port
         cfg.grpc_server_port = port
         self.routes.start()
@@ -104,7 +121,33 @@ class ProxyServer:
         await self.health.start()
         log.info("gRPC proxy listening on %s:%d (NameServers %s)", self.host, port, ";".join(namesrvs))
 
+    async def _add_ports(self, server: grpc.aio.Server) -> int:
+        """The gRPC ports for tls.server.mode (services/proxy/tls.py): plaintext only, TLS only, or
+        both behind a front on the public port that tells them apart by the first byte."""
+        cfg = self.config
+        public = f"{self.host}:{cfg.grpc_server_port}"
+        if not tls.tls_enabled(cfg):
+            port = server.add_insecure_port(public)
+        else:
+            chain, key = await tls.server_credentials(cfg)
+            creds = grpc.ssl_server_credentials([(key, chain)])
+            if tls.parse_tls_mode(cfg.tls_server_mode) == tls.ENFORCING:
+                port = server.add_secure_port(public, creds)
+            else:
+                plain = server.add_insecure_port("127.0.0.1:0")
+                secure = server.add_secure_port("127.0.0.1:0", creds)
+                if plain == 0 or secure == 0:
+                    raise OSError("cannot listen on loopback for the TLS front")
+                self._tls_front = tls.TlsFront(self.host, cfg.grpc_server_port, plain, secure)
+                return -1  # the front's port, once it listens
+        if port == 0:
+            raise OSError(f"cannot listen on {public}")
+        return port
+
     async def shutdown(self) -> None:
+        if self._tls_front is not None:
+            await self._tls_front.close()
+            self._tls_front = None
         if self.cluster is not None and any(self.cluster.failover.as_dict().values()):
             log.info("failover: %s", " ".join(f"{k}={v}" for k, v in self.failover_stats().items()))
         if self.health is not None:
@@ -116,6 +159,8 @@ class ProxyServer:
             await self.clients.shutdown()
         if self.consumer is not None:
             await self.consumer.shutdown()
+        if self.tracer is not None:  # after the last client call: what is queued is still sent
+            await self.tracer.shutdown()
         if self.routes is not None:
             await self.routes.stop()
         if self.api is not None:

@@ -23,6 +23,7 @@ from orbitmq.proxy.consumer import ConsumerActivity
 from orbitmq.proxy.context import ProxyContext
 from orbitmq.proxy.offsets import OffsetActivity
 from orbitmq.proxy.producer import ProducerActivity
+from orbitmq.proxy.recall import RecallActivity
 from orbitmq.proxy.route import RouteActivity
 from orbitmq.proxy.transaction import TransactionActivity
 
@@ -40,6 +41,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.clients = clients
         # Set by the server (services/proxy/transaction.py); None answers NOT_IMPLEMENTED.
         self.transactions: TransactionActivity | None = None
+        # Set by the server (services/proxy/recall.py); None answers NOT_IMPLEMENTED.
+        self.recall: RecallActivity | None = None
+        # ReceiveMessage calls in progress (long polls), against grpcMaxLongPollingRequests
+        self.held_receives = 0
 
     @staticmethod
     async def _unary(context: grpc.aio.ServicerContext, response_cls: type,
@@ -85,7 +90,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         except Exception as exc:  # noqa: BLE001
             yield spb.TelemetryCommand(status=errors.status_of(exc))
             return
-        outbox = self.clients.attach_stream(ctx)
+        try:
+            outbox = self.clients.attach_stream(ctx)  # TOO_MANY_REQUESTS past grpcMaxTelemetryStreams
+        except errors.ProxyError as exc:
+            yield spb.TelemetryCommand(status=errors.status_of(exc))
+            return
+        offer = self.clients.offer  # bounded: a client that does not read loses its stream
 
         async def read() -> None:
             try:
@@ -96,16 +106,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                             reply = await self.clients.on_settings(ctx, command.settings)
                         except Exception as exc:  # noqa: BLE001 -- refused settings get a Status
                             reply = spb.TelemetryCommand(status=errors.status_of(exc))
-                        outbox.put_nowait(reply)
+                        offer(outbox, reply)
                     elif which is None:
-                        outbox.put_nowait(spb.TelemetryCommand(status=errors.status(
+                        offer(outbox, spb.TelemetryCommand(status=errors.status(
                             Code.BAD_REQUEST, "telemetry command carries no content")))
                     else:
                         log.info("telemetry %s from %s: %s", which, ctx.client_id, command.status.message)
             except (asyncio.CancelledError, grpc.aio.AioRpcError):
                 pass
             finally:
-                outbox.put_nowait(None)
+                offer(outbox, None)
 
         reader = asyncio.create_task(read())
         try:
@@ -139,7 +149,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                                  lambda ctx: transactions.end_transaction(ctx, request))
 
     async def RecallMessage(self, request, context):
-        return await self._unary(context, spb.RecallMessageResponse, _not_implemented("RecallMessage"))
+        recall = self.recall
+        if recall is None:
+            return await self._unary(context, spb.RecallMessageResponse, _not_implemented("RecallMessage"))
+        return await self._unary(context, spb.RecallMessageResponse, lambda ctx: recall.recall_message(ctx, request))
 
     # ---- consumer ---------------------------------------------------------------------------
 
@@ -152,8 +165,18 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         except Exception as exc:  # noqa: BLE001
             yield spb.ReceiveMessageResponse(status=errors.status_of(exc))
             return
-        async for item in self.consumer.receive_message(ctx, request):
-            yield item
+        # long polls held at once (issue 16): a counter compare, TOO_MANY_REQUESTS past the limit
+        held = self.held_receives
+        if held >= self.consumer.config.grpc_max_long_polling_requests:
+            yield spb.ReceiveMessageResponse(status=errors.status(
+                Code.TOO_MANY_REQUESTS, f"too many ReceiveMessage requests held, max is {held}"))
+            return
+        self.held_receives = held + 1
+        try:
+            async for item in self.consumer.receive_message(ctx, request):
+                yield item
+        finally:
+            self.held_receives -= 1
 
     async def AckMessage(self, request, context):
         # _unary inlined, as for SendMessage.

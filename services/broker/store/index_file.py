@@ -214,6 +214,12 @@ class IndexFile:
         ) = _HEADER.unpack_from(self._mm, 0)
         if self.index_count < 1:  # a header never flushed before a crash
             self.index_count = 1
+        # A torn or foreign header must not send lookups past the file's items (fuzz finding:
+        # struct.error reading item 33554432 of 8): no more items than the file holds.
+        if self.index_count > self.index_num:
+            self.index_count = self.index_num
+        if not 0 <= self.hash_slot_count <= self.hash_slot_num:
+            self.hash_slot_count = min(max(self.hash_slot_count, 0), self.hash_slot_num)
 
     def _write_header(self) -> None:
         _HEADER.pack_into(
@@ -267,7 +273,9 @@ class IndexFile:
         mm = self._mm
         index_count = self.index_count
         (slot_value,) = _SLOT.unpack_from(mm, abs_slot_pos)
-        if slot_value <= INVALID_INDEX or slot_value > index_count or index_count <= 1:
+        # items are written at index_count before it grows: index_count itself was never written
+        # (and, in a full file, lies past the end)
+        if slot_value <= INVALID_INDEX or slot_value >= index_count or index_count <= 1:
             return result
         next_index = slot_value
         steps = 0
@@ -283,7 +291,7 @@ class IndexFile:
             steps += 1
             if (
                 prev_index <= INVALID_INDEX
-                or prev_index > index_count
+                or prev_index >= index_count
                 or prev_index == next_index
                 or time_read < begin
                 or steps >= index_count  # a corrupt chain must not loop forever

@@ -1,0 +1,190 @@
+"""Remoting over TLS with upstream's TlsSystemConfig keys (TlsHelper / TlsModeHandler's roles).
+
+Server: ``tls.server.mode`` disabled | permissive | enforcing. Permissive serves plaintext and TLS
+on one port: a Remoting frame starts with the high byte of its length (0x00 or 0x01 below the
+16 MiB frame limit), a TLS ClientHello with 0x16, so the first byte, peeked without consuming it,
+decides whether the accepted socket gets TLS. The certificate is ``tls.server.certPath`` /
+``tls.server.keyPath``, or a self-signed pair with ``tls.test.mode.enable``.
+Client: ``tls.enable`` makes a process's Remoting connections TLS; ``tls.client.authServer``
+verifies the server against ``tls.client.trustCertPath`` (off, as upstream's default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("orbitmq.remoting")
+
+DISABLED, PERMISSIVE, ENFORCING = "disabled", "permissive", "enforcing"
+_TLS_HANDSHAKE = 0x16
+FIRST_BYTE_TIMEOUT_SECONDS = 10.0
+
+
+def generate_self_signed(cert_path: str | os.PathLike[str], key_path: str | os.PathLike[str],
+                         hosts: tuple[str, ...] = ("localhost", "127.0.0.1")) -> None:
+    """A self-signed certificate (RSA 2048, one year) naming ``hosts`` as subjectAltNames: with
+    the ``cryptography`` package when installed, else the ``openssl`` command. Blocking."""
+    Path(cert_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(key_path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _generate_with_cryptography(str(cert_path), str(key_path), hosts)
+        return
+    except ImportError:
+        pass
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise RuntimeError("cannot make a self-signed certificate: neither the cryptography package nor openssl")
+    san = ",".join(f"IP:{h}" if _is_ip(h) else f"DNS:{h}" for h in hosts)
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "365",
+                    "-keyout", str(key_path), "-out", str(cert_path), "-subj", f"/CN={hosts[0]}",
+                    "-addext", f"subjectAltName={san}"], check=True, capture_output=True, timeout=60)
+    os.chmod(key_path, 0o600)
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+def _generate_with_cryptography(cert_path: str, key_path: str, hosts: tuple[str, ...]) -> None:
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
+    now = datetime.datetime.now(datetime.UTC)
+    sans = [x509.IPAddress(ipaddress.ip_address(h)) if _is_ip(h) else x509.DNSName(h) for h in hosts]
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .sign(key, hashes.SHA256()))
+    Path(key_path).write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                 serialization.NoEncryption()))
+    os.chmod(key_path, 0o600)
+    Path(cert_path).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def server_ssl_context(config: Any) -> ssl.SSLContext | None:
+    """The server context a config asks for (None: plaintext only). Blocking (may write a pair)."""
+    mode = str(getattr(config, "tls_server_mode", DISABLED)).strip().lower()
+    if mode not in (DISABLED, PERMISSIVE, ENFORCING):
+        raise ValueError(f"tls.server.mode {mode!r} is not one of disabled, permissive, enforcing")
+    cert = getattr(config, "tls_server_cert_path", "")
+    key = getattr(config, "tls_server_key_path", "")
+    test_mode = bool(getattr(config, "tls_test_mode_enable", False))
+    if mode == DISABLED or not (test_mode or (cert and key)):
+        return None
+    if test_mode and not (cert and key and os.path.exists(cert) and os.path.exists(key)):
+        if not (cert and key):
+            base = tempfile.mkdtemp(prefix="orbitmq-remoting-tls-")
+            cert, key = os.path.join(base, "server.crt"), os.path.join(base, "server.key")
+        generate_self_signed(cert, key)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def server_tls_mode(config: Any) -> str:
+    return str(getattr(config, "tls_server_mode", DISABLED)).strip().lower()
+
+
+def client_ssl_context(config: Any) -> ssl.SSLContext | None:
+    """tls.enable: the context for this process's Remoting connections (None: plaintext)."""
+    if not getattr(config, "tls_enable", False):
+        return None
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if getattr(config, "tls_client_auth_server", False):
+        trust = getattr(config, "tls_client_trust_cert_path", "")
+        if trust:
+            ctx.load_verify_locations(trust)
+        else:
+            ctx.load_default_certs()
+    else:  # upstream's default: encrypt without checking who answers (tls.client.authServer=false)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+class PermissiveListener:
+    """A listening socket whose connections get TLS or not by their first byte."""
+
+    def __init__(self, host: str, port: int, factory: Callable[[], asyncio.Protocol], ctx: ssl.SSLContext,
+                 backlog: int = 1024) -> None:
+        self._factory = factory
+        self._ctx = ctx
+        self._sock = socket.create_server((host, port), backlog=backlog, reuse_port=False)
+        self._sock.setblocking(False)
+        self.sockets = [self._sock]
+        self._task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._accept_loop())
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(self._sock)
+            except OSError as exc:  # e.g. EMFILE: back off instead of spinning
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._classify(conn))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+
+    async def _classify(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        conn.setblocking(False)
+        readable: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(conn.fileno(), lambda: readable.done() or readable.set_result(None))
+        try:
+            await asyncio.wait_for(readable, FIRST_BYTE_TIMEOUT_SECONDS)
+            first = conn.recv(1, socket.MSG_PEEK)
+        except (TimeoutError, OSError):
+            first = b""
+        finally:
+            loop.remove_reader(conn.fileno())
+        if not first:
+            conn.close()
+            return
+        ctx = self._ctx if first[0] == _TLS_HANDSHAKE else None
+        try:
+            await loop.connect_accepted_socket(self._factory, conn, ssl=ctx)
+        except (OSError, ssl.SSLError) as exc:
+            log.info("TLS handshake failed: %s", exc)
+            conn.close()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for task in list(self._pending):
+            task.cancel()
+        self._sock.close()
+
+    async def wait_closed(self) -> None:
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

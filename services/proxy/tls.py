@@ -1,0 +1,237 @@
+"""TLS for the proxy's gRPC port, as upstream's ProxyAndTlsProtocolNegotiator serves it.
+
+``tls.server.mode`` (TlsSystemConfig): ``disabled`` (plaintext only), ``permissive`` (plaintext and
+TLS on the same port, told apart by the first byte a client sends: a TLS ClientHello record starts
+with 0x16, an HTTP/2 preface with "P") or ``enforcing`` (TLS only). The certificate is
+``tlsCertPath``/``tlsKeyPath``, or a self-signed pair made at start-up when ``tlsTestModeEnable``.
+
+grpcio cannot tell the two apart on one listening socket, so in permissive mode the gRPC server
+listens on two loopback ports (plaintext and TLS, both handled by grpc's C core) and a small
+asyncio front on the public port looks at the first byte and splices the connection to the right
+one. The front only copies bytes (TLS stays in grpc's C code); it pauses reading from either side
+while the other side's socket buffer is full, so it buffers at most a transport's high-water mark
+per direction. The client's real address is remembered per spliced connection
+(``relayed_peer``), so ACL source IPs and born hosts still see the client, not the loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from pathlib import Path
+
+from orbitmq.remoting.tls import generate_self_signed
+
+log = logging.getLogger("orbitmq.proxy.tls")
+
+DISABLED, PERMISSIVE, ENFORCING = "disabled", "permissive", "enforcing"
+TLS_MODES = (DISABLED, PERMISSIVE, ENFORCING)
+_TLS_HANDSHAKE = 0x16  # TLS record type of a ClientHello
+# A client must send its first byte within this long, or the front closes the connection.
+FIRST_BYTE_TIMEOUT_SECONDS = 10.0
+
+# "127.0.0.1:<port of the front's connection to grpc>" -> the client's own "ip:port".
+_RELAYED_PEERS: dict[str, str] = {}
+
+
+def relayed_peer(address: str) -> str:
+    """The client behind a connection the TLS front spliced to grpc (the address itself otherwise)."""
+    return _RELAYED_PEERS.get(address, address) if _RELAYED_PEERS else address
+
+
+def parse_tls_mode(value: str) -> str:
+    mode = (value or "").strip().lower()
+    if mode not in TLS_MODES:
+        raise ValueError(f"tls.server.mode {value!r} is not one of {', '.join(TLS_MODES)}")
+    return mode
+
+
+# ---- certificates ------------------------------------------------------------------------------
+
+def trust_hint(cert_path: str) -> str:
+    """How a client trusts a self-signed certificate (printed by `orbitmq local --tls`)."""
+    return (f"TLS certificate: {cert_path} (self-signed). Trust it in clients: Python/C++ (grpc core) "
+            f"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={cert_path}; Go SSL_CERT_FILE={cert_path}; Node.js NODE_EXTRA_CA_CERTS={cert_path}; "
+            f"Java keytool -importcert -file {cert_path} -keystore <truststore>; grpcurl -cacert {cert_path}")
+
+
+def tls_enabled(config: object) -> bool:
+    """TLS is served when a mode other than disabled is set and there is a certificate to use."""
+    mode = parse_tls_mode(getattr(config, "tls_server_mode", DISABLED))
+    has_pair = bool(getattr(config, "tls_cert_path", "") and getattr(config, "tls_key_path", ""))
+    return mode != DISABLED and (bool(getattr(config, "tls_test_mode_enable", False)) or has_pair)
+
+
+async def server_credentials(config: object, workdir: str | None = None) -> tuple[bytes, bytes]:
+    """(certificate chain PEM, private key PEM): tlsCertPath/tlsKeyPath, or with tlsTestModeEnable
+    a self-signed pair (written to tlsCertPath/tlsKeyPath when set, else to a private directory)."""
+    return await asyncio.to_thread(_load_or_make, config, workdir)
+
+
+def _load_or_make(config: object, workdir: str | None) -> tuple[bytes, bytes]:
+    cert = getattr(config, "tls_cert_path", "")
+    key = getattr(config, "tls_key_path", "")
+    if getattr(config, "tls_test_mode_enable", False) and not (cert and os.path.exists(cert)
+                                                               and key and os.path.exists(key)):
+        if not (cert and key):
+            import tempfile
+            base = workdir or tempfile.mkdtemp(prefix="orbitmq-tls-")
+            cert, key = os.path.join(base, "rocketmq.crt"), os.path.join(base, "rocketmq.key")
+        generate_self_signed(cert, key)
+        log.info("tlsTestModeEnable: serving a self-signed certificate %s", cert)
+    return Path(cert).read_bytes(), Path(key).read_bytes()
+
+
+# ---- the permissive front ------------------------------------------------------------------------
+
+class _Splice(asyncio.Protocol):
+    """One side of a spliced connection: what it reads goes to the other side's transport."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.other: _Splice | None = None
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        other = self.other
+        if other is not None and other.transport is not None:
+            other.transport.write(data)
+
+    def eof_received(self) -> bool:
+        other = self.other
+        if other is not None and other.transport is not None and other.transport.can_write_eof():
+            other.transport.write_eof()
+            return True  # half-close: the other direction may still carry data
+        return False
+
+    # back-pressure: while our socket buffer is full, stop reading what would be written to it
+    def pause_writing(self) -> None:
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.other is not None and self.other.transport is not None and not self.other.closed:
+            self.other.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.close()
+
+
+class _Accepted(_Splice):
+    """A client connection: waits for the first byte, then dials the plaintext or TLS backend."""
+
+    def __init__(self, front: TlsFront) -> None:
+        super().__init__()
+        self.front = front
+        self.first: bytes | None = None
+        self.peer = "?"
+        self.relay_key: str | None = None
+        self.counted = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        front = self.front
+        if front.connections >= front.max_connections:
+            front.refused += 1
+            transport.close()
+            return
+        front.connections += 1
+        self.counted = True
+        self._timer = asyncio.get_running_loop().call_later(FIRST_BYTE_TIMEOUT_SECONDS, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self.other is not None:
+            if self.other.transport is not None:
+                self.other.transport.write(data)
+            return
+        if self.first is not None:  # still dialing: keep the bytes (reading is paused meanwhile)
+            self.first += data
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.first = data
+        assert self.transport is not None
+        self.transport.pause_reading()
+        port = self.front.tls_port if data[0] == _TLS_HANDSHAKE else self.front.plain_port
+        if port is None:  # enforcing mode without a plaintext backend, or the reverse
+            self.transport.close()
+            return
+        task = asyncio.get_running_loop().create_task(self._dial(port))
+        self.front.tasks.add(task)
+        task.add_done_callback(self.front.tasks.discard)
+
+    async def _dial(self, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            _, backend = await loop.create_connection(_Splice, "127.0.0.1", port)
+        except OSError as exc:
+            log.warning("TLS front: backend 127.0.0.1:%d refused %s: %s", port, self.peer, exc)
+            if self.transport is not None:
+                self.transport.close()
+            return
+        assert isinstance(backend, _Splice) and backend.transport is not None
+        if self.closed:
+            backend.transport.close()
+            return
+        local = backend.transport.get_extra_info("sockname")
+        self.relay_key = f"127.0.0.1:{local[1]}"
+        _RELAYED_PEERS[self.relay_key] = self.peer
+        backend.other, self.other = self, backend
+        backend.transport.write(self.first or b"")
+        self.first = None
+        if self.transport is not None:
+            self.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.counted:
+            self.counted = False
+            self.front.connections -= 1
+        if self.relay_key is not None:
+            _RELAYED_PEERS.pop(self.relay_key, None)
+        super().connection_lost(exc)
+
+
+class TlsFront:
+    """The public port in permissive mode: splices each connection to grpc's plaintext or TLS port."""
+
+    def __init__(self, host: str, port: int, plain_port: int | None, tls_port: int | None,
+                 max_connections: int = 100_000) -> None:
+        self.host = host
+        self.port = port
+        self.plain_port = plain_port
+        self.tls_port = tls_port
+        self.max_connections = max_connections
+        self.connections = 0
+        self.refused = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Accepted(self), self.host, self.port,
+                                                backlog=1024, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self.tasks):
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None

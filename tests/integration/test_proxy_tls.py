@@ -1,0 +1,93 @@
+"""TLS on the proxy (issue 16, item 3): in tls.server.mode=permissive (upstream's default) one port
+serves plaintext and TLS clients; the official Python client connects with and without
+tls_enable=True; the client's own address survives the splice (ACL source IPs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
+from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
+from tests.support import ProcessRunner, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tls_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    workdir: Path = tmp_path_factory.mktemp("tls")
+    runner = ProcessRunner(workdir)
+    cert, key = workdir / "tls" / "rocketmq.crt", workdir / "tls" / "rocketmq.key"
+    try:
+        ns_port, broker_port, proxy_port = free_port(), free_port(), free_port()
+        namesrv = f"127.0.0.1:{ns_port}"
+        runner.start("namesrv", [f"listenPort={ns_port}", f"kvConfigPath={workdir / 'kv.json'}"],
+                     ready_port=ns_port, name="namesrv")
+        conf = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerIP1": "127.0.0.1",
+                "listenPort": broker_port, "storePathRootDir": str(workdir / "store"), "namesrvAddr": namesrv,
+                "mappedFileSizeCommitLog": 4 * 1024 * 1024}
+        conf_path = workdir / "broker.conf"
+        conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
+        runner.start("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
+                     name="broker", timeout=30)
+        runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "autoCreateTopicEnable=true",
+                               "tlsTestModeEnable=true", f"tlsCertPath={cert}", f"tlsKeyPath={key}",
+                               "tls.server.mode=permissive"],
+                     ready_port=proxy_port, name="proxy", timeout=30)
+        yield f"127.0.0.1:{proxy_port}", cert
+    except BaseException:
+        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
+        raise
+    finally:
+        runner.stop_all()
+
+
+def _route(channel: grpc.Channel) -> spb.QueryRouteResponse:
+    stub = sgrpc.MessagingServiceStub(channel)
+    return stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="TlsTopic")),
+                           metadata=(("x-mq-client-id", "tls-test"),), timeout=10)
+
+
+def test_plaintext_and_tls_clients_on_one_port(tls_proxy: tuple[str, Path]) -> None:
+    endpoint, cert = tls_proxy
+    with grpc.insecure_channel(endpoint) as plain:
+        assert _route(plain).status.code == pb.Code.OK
+    creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+    with grpc.secure_channel(endpoint, creds) as secure:
+        assert _route(secure).status.code == pb.Code.OK
+    # a TLS client that does not trust the certificate is refused at the handshake
+    with grpc.secure_channel(endpoint, grpc.ssl_channel_credentials()) as untrusted:
+        with pytest.raises(grpc.RpcError):
+            _route(untrusted)
+
+
+def test_the_official_client_with_and_without_tls(tls_proxy: tuple[str, Path]) -> None:
+    endpoint, cert = tls_proxy
+    script = textwrap.dedent(f"""
+        from rocketmq import ClientConfiguration, Credentials, Message, Producer
+        for tls in (True, False):
+            producer = Producer(ClientConfiguration({endpoint!r}, Credentials(), request_timeout=10),
+                                ("TlsTopic",), tls_enable=tls)
+            producer.startup()
+            try:
+                msg = Message()
+                msg.topic = "TlsTopic"
+                msg.body = b"over tls" if tls else b"plaintext"
+                print("SENT", tls, producer.send(msg).message_id, flush=True)
+            finally:
+                producer.shutdown()
+    """)
+    env = {**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(cert)}  # how `orbitmq local --tls` says to trust it
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "SENT True" in proc.stdout and "SENT False" in proc.stdout
