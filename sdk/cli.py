@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import importlib
 import inspect
+import os
 import sys
 from collections.abc import Sequence
 
@@ -48,8 +49,33 @@ def _module_missing(exc: ModuleNotFoundError, module: str) -> bool:
     return module == missing or module.startswith(missing + ".")
 
 
+# Commands that run servers: ORBITMQ_EVENT_LOOP=uvloop runs their event loops on uvloop.
+SERVER_COMMANDS = frozenset({"local", "namesrv", "broker", "controller", "proxy"})
+
+
+def select_event_loop(command: str, env: dict[str, str] | None = None) -> str:
+    """The event loop a server command runs on: "asyncio" (default) or "uvloop" when the setting
+    ORBITMQ_EVENT_LOOP=uvloop asks for it and uvloop is installed (otherwise a warning, asyncio).
+    Child processes (the broker of `orbitmq local`) inherit the setting with the environment.
+    Issue 17 measured about 10 % less proxy CPU per single-message send on uvloop (docs/benchmarks.md)."""
+    wanted = (env if env is not None else os.environ).get("ORBITMQ_EVENT_LOOP", "asyncio").strip().lower()
+    if command not in SERVER_COMMANDS or wanted in ("", "asyncio"):
+        return "asyncio"
+    if wanted != "uvloop":
+        print(f"orbitmq: ORBITMQ_EVENT_LOOP={wanted!r} is not asyncio or uvloop; using asyncio", file=sys.stderr)
+        return "asyncio"
+    try:
+        import uvloop
+    except ImportError:
+        print("orbitmq: ORBITMQ_EVENT_LOOP=uvloop but uvloop is not installed; using asyncio", file=sys.stderr)
+        return "asyncio"
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return "uvloop"
+
+
 def _dispatch(command: str, rest: list[str]) -> int:
     module_name, _help = COMMANDS[command]
+    select_event_loop(command)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -73,6 +73,7 @@ async def run_send_load(opts: LoadOptions) -> Stats:
         warm = await stub.SendMessage(build_request(opts, body), metadata=metadata, timeout=10)
         if warm.status.code != pb.Code.OK:
             raise RuntimeError(f"send to {opts.topic} failed: {pb.Code.Name(warm.status.code)} {warm.status.message}")
+        stats.warmup_messages = opts.batch  # stored, but outside the timed count
         loop = asyncio.get_running_loop()
         interval = opts.batch / opts.rate if opts.rate > 0 else 0.0
         slot = 0

@@ -7,6 +7,14 @@ after the cluster's runs, the ratio taken to their mean), single-message send RT
 end-to-end latency with a consumer running at that rate (next to the same producer and consumer
 through the echo server's in-memory relay: the floor of Python gRPC for that shape, and how busy
 the machine was in each). Goals are printed, not asserted.
+
+Issue 17's figures, each next to a reference measured in the same run: single-message sends with 64
+in flight vs the bare unary echo (measured before and after the cluster, the mean taken); a drain
+of --drain-messages stored messages (receive batches of 32, one AckMessage per batch, idle tail
+not counted, every message id counted) vs NATS JetStream's drain; the highest rate of a x1.5
+ladder held within 5 % with a consumer running, and its end-to-end p50/p99 vs NATS at that rate;
+`orbitmq local`'s RSS idle and after draining --messages messages. NATS needs `nats-server` and
+nats-py (`make bench` installs both); without them, or with --no-nats, it is skipped and says so.
 """
 
 from __future__ import annotations
@@ -21,8 +29,9 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from orbitmq.bench import baseline
+from orbitmq.bench import baseline, memory, nats_bench
 from orbitmq.bench.consumer import ConsumeOptions, run_consume_load
+from orbitmq.bench.drain import fill_and_drain, format_drain
 from orbitmq.bench.load import LoadOptions, run_send_load
 from orbitmq.bench.stats import format_summary
 from orbitmq.common.net import free_ports
@@ -138,10 +147,70 @@ def _parser() -> argparse.ArgumentParser:
                         help="run `orbitmq local --one-process` (broker on the proxy's event loop)")
     parser.add_argument("--pin-cpus", action="store_true",
                         help="run `orbitmq local --pin-cpus` (proxy and broker each on a CPU of their own)")
+    parser.add_argument("--drain-messages", type=int, default=50_000, metavar="N",
+                        help="messages stored, then drained with receive + batched ack (OrbitMQ and NATS)")
+    parser.add_argument("--messages", type=int, default=1_000_000, metavar="N",
+                        help="messages drained before the RSS of `orbitmq local` is read again (0 = skip)")
+    parser.add_argument("--search-start", type=float, default=500.0, metavar="RATE",
+                        help="first msgs/s of the search for the highest rate held with a consumer running")
+    parser.add_argument("--search-duration", type=float, default=5.0, metavar="S", help="seconds per search step")
+    parser.add_argument("--search-steps", type=int, default=6, metavar="N", help="most rates tried (x1.5 each)")
+    parser.add_argument("--no-nats", action="store_true", help="skip the NATS JetStream reference")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="run the whole scenario N times (each with its own baselines and cluster) and "
                              "judge the goals on the medians: on a shared machine one run is one sample")
     return parser
+
+
+def held(rate: float, produced: dict, consumed: dict) -> bool:
+    """A fixed rate is held when producer and consumer both reach it within 5 % without errors."""
+    return (produced["errors"] == 0 and produced["tps"] >= 0.95 * rate and consumed["tps"] >= 0.95 * rate
+            and consumed["messages"] >= 0.95 * produced["messages"])
+
+
+def find_rate(endpoint: str, args: argparse.Namespace) -> tuple[float, dict, dict]:
+    """The highest rate of the ladder (x1.5 from --search-start) held with a consumer running, and its
+    (produced, consumed) figures; (0, {}, {}) when not even the first is held."""
+    best: tuple[float, dict, dict] = (0.0, {}, {})
+    rate = args.search_start
+    for _ in range(args.search_steps):
+        produced, consumed = asyncio.run(_e2e(endpoint, args.search_duration, rate, args.size))
+        ok = held(rate, produced, consumed)
+        print(f"rate search {rate:.0f}/s: {'held' if ok else 'NOT held'}: produced {produced['tps']:.0f} msgs/s, "
+              f"consumed {consumed['tps']:.0f} msgs/s, end-to-end p50 {consumed['p50_ms']:.2f} ms, "
+              f"p99 {consumed['p99_ms']:.2f} ms", flush=True)
+        if not ok:
+            break
+        best = (rate, produced, consumed)
+        rate = round(rate * 1.5)
+    return best
+
+
+def run_nats(args: argparse.Namespace, rate: float) -> dict[str, float]:
+    """The NATS JetStream reference: publishes 64 in flight, the drain, end to end at ``rate``."""
+    why = None if not args.no_nats else "--no-nats"
+    why = why or nats_bench.available()
+    if why:
+        print(f"== NATS JetStream skipped: {why}", flush=True)
+        return {}
+    server = nats_bench.NatsServer()
+    try:
+        print(f"== NATS JetStream at {server.url} (file storage, nats-py)", flush=True)
+        pub = asyncio.run(nats_bench.publish_load(server.url, "orbitbench.pub", 64, args.duration, args.size))
+        pub_s = pub.summary()
+        print(format_summary("NATS JetStream publish, 64 in flight", pub_s), flush=True)
+        drained = asyncio.run(nats_bench.drain(server.url, args.drain_messages, args.size)).summary()
+        print(format_drain("NATS JetStream drain (fetch 32 + ack)", drained), flush=True)
+        out = {"nats_single_tps": pub_s["tps"], "nats_drain_tps": drained["tps"]}
+        if rate > 0:
+            produced, consumed = asyncio.run(nats_bench.e2e(server.url, rate, args.search_duration, args.size))
+            print(format_summary(f"NATS JetStream publisher at {rate:.0f}/s", produced), flush=True)
+            print(format_summary("NATS JetStream pull consumer", consumed, "end-to-end"), flush=True)
+            out.update(nats_e2e_p50_ms=consumed["p50_ms"], nats_e2e_p99_ms=consumed["p99_ms"],
+                       nats_held=1.0 if held(rate, produced, consumed) else 0.0)
+        return out
+    finally:
+        server.stop()
 
 
 def run_scenario(args: argparse.Namespace, mode: str) -> dict[str, float]:
@@ -158,6 +227,11 @@ def run_scenario(args: argparse.Namespace, mode: str) -> dict[str, float]:
                                    batch=1, duration=args.duration, rate=args.rate)
     base_single = baseline.run_baseline(ns_single)
     print(format_summary(f"baseline single message at {args.rate:.0f}/s", base_single), flush=True)
+    # What the official clients send: one message per unary SendMessage, 64 in flight, unlimited.
+    ns_unary = argparse.Namespace(endpoint="", topic="OrbitBench", size=args.size, concurrency=64,
+                                  batch=1, duration=args.duration, rate=0.0)
+    base_unary = baseline.run_baseline(ns_unary)
+    print(format_summary("baseline unary echo, single message, 64 in flight", base_unary), flush=True)
     # The end-to-end shape through the echo server's relay (no store, no broker).
     relay, relay_endpoint = baseline.start_server_process()
     try:
@@ -172,6 +246,13 @@ def run_scenario(args: argparse.Namespace, mode: str) -> dict[str, float]:
         proc, endpoint = start_local(data_dir, args.one_process, args.pin_cpus)
         try:
             print(f"== orbitmq local at {endpoint} (ASYNC_FLUSH, {mode}, data in {data_dir})", flush=True)
+            time.sleep(1)
+            idle_rss = memory.tree_rss_mib(proc.pid)
+            idle_anon = memory.tree_rss_mib(proc.pid, "RssAnon")
+            unary = asyncio.run(run_send_load(LoadOptions(endpoint=endpoint, topic="OrbitBenchUnary", size=args.size,
+                                                          batch=1, concurrency=64,
+                                                          duration=args.duration))).summary()
+            print(format_summary("producer single message, 64 in flight", unary), flush=True)
             # Latency runs first: the batch run leaves the broker a dispatch backlog to work off.
             single = asyncio.run(run_send_load(LoadOptions(endpoint=endpoint, topic="OrbitBenchSingle",
                                                            size=args.size, batch=1, concurrency=32,
@@ -185,6 +266,15 @@ def run_scenario(args: argparse.Namespace, mode: str) -> dict[str, float]:
                                                           concurrency=args.concurrency,
                                                           duration=args.duration))).summary()
             print(format_summary("producer batch 32", batch), flush=True)
+            drained = asyncio.run(fill_and_drain(endpoint, "OrbitBenchDrain", "OrbitBenchDrainGroup",
+                                                 args.drain_messages, args.size)).summary()
+            print(format_drain("drain receive+ack", drained), flush=True)
+            rate, _held_produced, held_consumed = find_rate(endpoint, args)
+            mem = {"idle_mib": idle_rss, "half_mib": None, "after_mib": None, "messages": 0}
+            if args.messages > 0:
+                mem = memory.measure(endpoint, proc.pid, args.messages, args.size)
+            mem.update(idle_mib=idle_rss, idle_anon_mib=idle_anon)  # before any load of this run
+            print(memory.format_memory(mem), flush=True)
         finally:
             stop_local(proc)
     # The baseline again, right after the proxy's batch run: a minute passes between the first
@@ -195,7 +285,22 @@ def run_scenario(args: argparse.Namespace, mode: str) -> dict[str, float]:
     base_tps = (base["tps"] + base_after["tps"]) / 2
     print(format_summary("baseline batch 32, again after the cluster", base_after)
           + f"; mean of the two baselines {base_tps:.0f} msgs/s", flush=True)
+    # The unary echo again too: the single-message ratio is taken to the mean of both.
+    base_unary_after = baseline.run_baseline(ns_unary)
+    echo_unary_tps = (base_unary["tps"] + base_unary_after["tps"]) / 2
+    print(format_summary("baseline unary echo, again after the cluster", base_unary_after)
+          + f"; mean of the two {echo_unary_tps:.0f} RPC/s", flush=True)
+    nats = run_nats(args, rate)
     return {
+        "unary_tps": unary["tps"], "echo_unary_tps": echo_unary_tps,
+        "drain_tps": drained["tps"], "drain_exact": 1.0 if drained["duplicates"] == drained["missing"] == 0 else 0.0,
+        "held_rate": rate, "held_p50_ms": held_consumed.get("p50_ms", 0.0),
+        "held_p99_ms": held_consumed.get("p99_ms", 0.0),
+        "idle_rss_mib": mem["idle_mib"] or 0.0, "drained_rss_mib": mem["after_mib"] or 0.0,
+        "half_rss_mib": mem["half_mib"] or 0.0, "rss_messages": mem["messages"],
+        "idle_anon_mib": mem.get("idle_anon_mib") or 0.0, "half_anon_mib": mem.get("half_anon_mib") or 0.0,
+        "drained_anon_mib": mem.get("after_anon_mib") or 0.0,
+        **nats,
         "ratio": batch["tps"] / base_tps if base_tps else 0.0,
         "single_p99_ms": single["p99_ms"], "single_tps": single["tps"], "echo_single_p99_ms": base_single["p99_ms"],
         "e2e_p99_ms": consumed["p99_ms"], "e2e_tps": consumed["tps"], "relay_e2e_p99_ms": relay_consumed["p99_ms"],
@@ -212,7 +317,9 @@ def _median(values: list[float]) -> float:
 def print_goals(runs: list[dict[str, float]], rate: float, mode: str) -> None:
     """The goal verdicts on one run's figures, or on the medians of several (each run listed)."""
     n = len(runs)
-    g = {key: _median([run[key] for run in runs]) for key in runs[0]}
+    # A figure some runs lack (NATS at a held rate when a run held none) is the median of those that have it.
+    keys = dict.fromkeys(key for run in runs for key in run)
+    g = {key: _median([run[key] for run in runs if key in run]) for key in keys}
     judged = "" if n == 1 else f", median of {n} runs"
     print(f"== goals (1 KiB, ASYNC_FLUSH, local, {mode}{judged}; load average after: {_load_average()})")
     if n > 1:
@@ -231,6 +338,44 @@ def print_goals(runs: list[dict[str, float]], rate: float, mode: str) -> None:
           f"(goal <= 50 ms at {rate:.0f}/s): {verdict(kept_up and g['e2e_p99_ms'] <= 50)}; "
           f"in-memory relay at the same rate: p99 {g['relay_e2e_p99_ms']:.2f} ms; "
           f"machine busy {g['busy'] * 100:.0f}% (relay {g['relay_busy'] * 100:.0f}%)")
+    print_issue17_goals(g)
+
+
+def print_issue17_goals(g: dict[str, float]) -> None:
+    """Issue 17's goals, each a ratio of figures printed above (same run, or medians of the runs)."""
+    if "unary_tps" not in g:
+        return
+    unary = g["unary_tps"] / g["echo_unary_tps"] if g["echo_unary_tps"] else 0.0
+    print(f"single-message send, 64 in flight = {g['unary_tps']:.0f} msgs/s = {unary * 100:.0f}% of the bare unary "
+          f"echo's {g['echo_unary_tps']:.0f} RPC/s (mean of before and after; goal >= 85%): {verdict(unary >= 0.85)}")
+    exact = "each message received exactly once" if g["drain_exact"] >= 1 else "NOT each message exactly once"
+    if g.get("nats_drain_tps"):
+        drain = g["drain_tps"] / g["nats_drain_tps"]
+        print(f"drain receive+ack = {g['drain_tps']:.0f} msgs/s = {drain * 100:.0f}% of NATS JetStream's "
+              f"{g['nats_drain_tps']:.0f} msgs/s (goal >= 100%): {verdict(drain >= 1)}; {exact}")
+        if g.get("nats_single_tps"):
+            print(f"single-message send, 64 in flight = {g['unary_tps'] / g['nats_single_tps'] * 100:.0f}% of NATS "
+                  f"JetStream publish's {g['nats_single_tps']:.0f} msgs/s (informational)")
+    else:
+        print(f"drain receive+ack = {g['drain_tps']:.0f} msgs/s (NATS not measured); {exact}")
+    rate = g["held_rate"]
+    if rate <= 0:
+        print("highest rate held within 5% with a consumer running: none of the ladder (goal not judged)")
+    elif g.get("nats_e2e_p99_ms"):
+        ratio = g["held_p99_ms"] / g["nats_e2e_p99_ms"]
+        print(f"highest rate held within 5% with a consumer running = {rate:.0f} msgs/s: end-to-end p50 "
+              f"{g['held_p50_ms']:.2f} ms, p99 {g['held_p99_ms']:.2f} ms; NATS at the same rate p50 "
+              f"{g['nats_e2e_p50_ms']:.2f} ms, p99 {g['nats_e2e_p99_ms']:.2f} ms: p99 {ratio:.1f}x NATS's "
+              f"(goal <= 3x): {verdict(ratio <= 3)}")
+    else:
+        print(f"highest rate held within 5% with a consumer running = {rate:.0f} msgs/s: end-to-end p50 "
+              f"{g['held_p50_ms']:.2f} ms, p99 {g['held_p99_ms']:.2f} ms (NATS not measured)")
+    print(f"orbitmq local RSS: idle {g['idle_rss_mib']:.0f} MiB, after draining {g['rss_messages']:,.0f} messages "
+          f"{g['drained_rss_mib']:.0f} MiB (second half of the drain grew "
+          f"{g['drained_rss_mib'] - g['half_rss_mib']:.0f} MiB); anonymous (heap) RSS: idle "
+          f"{g.get('idle_anon_mib', 0):.0f} MiB, after draining {g.get('drained_anon_mib', 0):.0f} MiB (second half "
+          f"grew {g.get('drained_anon_mib', 0) - g.get('half_anon_mib', 0):.0f} MiB; goal: no growth with messages "
+          f"already consumed)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,6 +34,9 @@ class Stats:
     send_leg_ms: list[float] = field(default_factory=list)
     consume_leg_ms: list[float] = field(default_factory=list)
     elapsed_s: float = 0.0
+    # Messages of the untimed warm-up request (stored too, so a drain after the run receives
+    # them besides ``messages``: the "one batch of 32 more" of issue 17).
+    warmup_messages: int = 0
 
     def add_error(self, kind: str) -> None:
         self.errors += 1
@@ -51,6 +54,7 @@ class Stats:
             "p99_ms": percentile(values, 99),
             "max_ms": values[-1] if values else 0.0,
             "elapsed_s": self.elapsed_s,
+            "warmup_messages": self.warmup_messages,
             "start_lag_p99_ms": percentile(sorted(self.start_lags_ms), 99),
             "error_kinds": dict(self.error_kinds.most_common(5)),
             "send_leg_p99_ms": percentile(sorted(self.send_leg_ms), 99),

@@ -31,7 +31,9 @@ def test_bench_producer_consumer_and_baseline(cluster: Cluster) -> None:
 def test_bench_all_runs_every_scenario_and_prints_the_goals() -> None:
     """`orbitmq bench all` on its own local cluster (pinned layout), each measurement cut to 1 s, twice."""
     run = subprocess.run([sys.executable, "-m", "orbitmq", "bench", "all", "-d", "1", "--rate", "200", "--pin-cpus",
-                          "--repeat", "2"], capture_output=True, text=True, timeout=360)
+                          "--repeat", "2", "--drain-messages", "320", "--messages", "320", "--search-start", "100",
+                          "--search-duration", "1", "--search-steps", "2"],
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
     out = run.stdout
     assert "broker in its own process, --pin-cpus" in out
@@ -64,6 +66,18 @@ def test_bench_all_runs_every_scenario_and_prints_the_goals() -> None:
     assert "producer batch-32 throughput = " in out
     assert "single-message send p99 = " in out
     assert "end-to-end p99 = " in out and "in-memory relay at the same rate: p99 " in out
+    # Issue 17's figures: each printed once per run, their goals once, on the medians.
+    for line in ("baseline unary echo, single message, 64 in flight:", "producer single message, 64 in flight:",
+                 "drain receive+ack:", "rate search 100/s:", "orbitmq local RSS (all processes): idle "):
+        assert out.count(line) == 2, (line, out)
+    for drained in out.split("drain receive+ack: ")[1:]:
+        assert "320 received of 320 sent, 320 unique, 0 duplicates, 0 missing, 0 errors" in drained.splitlines()[0]
+    assert ("== NATS JetStream skipped: " in out) != ("NATS JetStream drain (fetch 32 + ack): " in out)
+    goal = out.split("single-message send, 64 in flight = ", 1)[1].splitlines()[0]
+    tps, echo = float(goal.split(" msgs/s")[0]), float(goal.split("echo's ")[1].split(" RPC/s")[0])
+    assert abs(int(goal.split("msgs/s = ")[1].split("%")[0]) - tps / echo * 100) <= 1, goal
+    assert "each message received exactly once" in out
+    assert "orbitmq local RSS: idle " in out
 
 
 def test_bench_all_refuses_a_repeat_below_one() -> None:

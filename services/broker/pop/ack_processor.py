@@ -66,7 +66,7 @@ class AckMessageProcessor:
                      queue_id=queue_id, pop_time=info.pop_time, broker_name=info.broker_name)
         if not await self.pop.revive_log.append_ack(ack, info.revive_qid, info.invisible_time):
             return request.response_to(ResponseCode.SYSTEM_ERROR, "append ack to the revive log failed")
-        self.pop.recent_acks.add(((ack, info.invisible_time),))
+        self.pop.recent_acks.add(((ack, info.invisible_time),), self.broker.now_ms())
         return request.response_to(ResponseCode.SUCCESS, None)
 
     async def process_batch_ack(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
@@ -87,7 +87,8 @@ class AckMessageProcessor:
             raise
         if pending and not await self.pop.revive_log.append_acks(pending):
             return self._append_failed(request)
-        self.pop.recent_acks.add((ack, invisible_time) for ack, _qid, invisible_time in pending)
+        self.pop.recent_acks.add(((ack, invisible_time) for ack, _qid, invisible_time in pending),
+                                 self.broker.now_ms())
         return response
 
     @staticmethod
