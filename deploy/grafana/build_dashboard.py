@@ -271,6 +271,22 @@ def groups(lay: Layout) -> None:
                                                "(clients of the proxies are counted once per proxy).",
                        [(f"max by (cluster, consumer_group, consume_mode) (rocketmq_consumer_connections{{{GR}}})",
                          "{{consumer_group}} {{consume_mode}}")]), 8, 8)
+    lay.add(timeseries("POP revive log", "Checkpoints (CK) and acks (ACK) written to the revive log and read "
+                                         "back by the revive service, and un-acked messages it re-put (to the "
+                                         "retry topic or the DLQ), by put status.",
+                       [(rate("rocketmq_pop_revive_in_message_total", GR, "consumer_group, revive_message_type, "
+                              "put_status"), "in {{consumer_group}} {{revive_message_type}} {{put_status}}"),
+                        (rate("rocketmq_pop_revive_out_message_total", GR, "consumer_group, revive_message_type"),
+                         "out {{consumer_group}} {{revive_message_type}}"),
+                        (rate("rocketmq_pop_revive_retry_messages_total", GR, "consumer_group, put_status"),
+                         "re-put {{consumer_group}} {{put_status}}")], unit="ops"), 12, 8)
+    lay.add(timeseries("POP revive progress", "Per revive queue of each broker: records not yet processed, and "
+                                              "how far the oldest pending checkpoint is past its revive time "
+                                              "(un-acked messages come back that much later).",
+                       [(f"max by (node_id, queue_id) (rocketmq_pop_revive_lag{{{BR}}})",
+                         "records behind {{node_id}} q{{queue_id}}"),
+                        (f"max by (node_id, queue_id) (rocketmq_pop_revive_latency_milliseconds{{{BR}}})",
+                         "ms late {{node_id}} q{{queue_id}}")]), 12, 8)
 
 
 def brokers(lay: Layout) -> None:

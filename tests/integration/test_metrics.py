@@ -224,6 +224,17 @@ def test_live_scrape_matches_sends_receives_acks_retries_and_dlq(mc: MetricsClus
     assert s.value("rocketmq_throughput_out_total", topic=topic, consumer_group=group) > 0
     # the DLQ move, labelled with the group and the original topic
     assert s.value("rocketmq_send_to_dlq_messages_total", consumer_group=group, topic=topic, is_system="false") == 1
+    # POP revive: checkpoints and acks written and read back, the poison message revived into the
+    # retry topic exactly once (its second delivery went on to the DLQ)
+    assert s.total("rocketmq_pop_revive_in_message_total", consumer_group=group, topic=topic,
+                   revive_message_type="CK", put_status="PUT_OK") >= 1
+    assert s.total("rocketmq_pop_revive_in_message_total", consumer_group=group, topic=topic,
+                   revive_message_type="ACK", put_status="PUT_OK") >= 1
+    assert s.total("rocketmq_pop_revive_out_message_total", consumer_group=group, revive_message_type="CK") >= 1
+    assert s.value("rocketmq_pop_revive_retry_messages_total", consumer_group=group, topic=topic,
+                   put_status="PUT_OK") == 1
+    assert s.family("rocketmq_pop_revive_lag").type == "gauge"
+    assert {x.labels["queue_id"] for x in s.samples("rocketmq_pop_revive_latency_milliseconds")}
     # RPC latency by request and response code, a histogram with upstream's buckets
     rpc = s.family("rocketmq_rpc_latency_milliseconds")
     assert rpc.type == "histogram"

@@ -135,6 +135,10 @@ class BrokerMetricsManager:
         self._timer_dequeue: dict[str, int] = {}
         self._delay_latency = m.Histo(DELAY_LATENCY_BUCKETS_S)
         self._half_messages: Callable[[], dict[str, int]] | None = None
+        # POP revive (services/broker/pop): PopMetricsManager's counters
+        self._revive_in: dict[tuple[str, str, str, str], int] = {}
+        self._revive_out: dict[tuple[str, str, int, str], int] = {}
+        self._revive_retry: dict[tuple[str, str, str], int] = {}
         self._extra_sources: list[m.Source] = []
         self._registered = False
 
@@ -285,6 +289,21 @@ class BrokerMetricsManager:
     def on_delay_latency(self, seconds: float) -> None:
         self._delay_latency.observe(seconds)
 
+    def on_revive_in(self, group: str, topic: str, record_type: str, put_status: str, nums: int = 1) -> None:
+        """A checkpoint (CK) or ack (ACK) written to the revive log, with the put's status."""
+        key = (group, topic, record_type, put_status)
+        self._revive_in[key] = self._revive_in.get(key, 0) + nums
+
+    def on_revive_out(self, group: str, topic: str, revive_queue_id: int, record_type: str) -> None:
+        """A CK or ACK record read back by the revive service from revive queue ``revive_queue_id``."""
+        key = (group, topic, revive_queue_id, record_type)
+        self._revive_out[key] = self._revive_out.get(key, 0) + 1
+
+    def on_revive_retry(self, group: str, topic: str, put_status: str) -> None:
+        """An un-acked message re-put (to its retry topic or the DLQ) by the revive service."""
+        key = (group, topic, put_status)
+        self._revive_retry[key] = self._revive_retry.get(key, 0) + 1
+
     def add_source(self, source: m.Source) -> None:
         """Extra families of this broker (timer gauges …), collected with the broker's own."""
         self._extra_sources.append(source)
@@ -370,10 +389,41 @@ class BrokerMetricsManager:
         for name, count in list(self._timer_dequeue.items()):
             dequeue.add_metric((*common, name), count)
         out += [enqueue, dequeue]
+        out += self._collect_pop(common, names)
         if self._delay_latency.total:
             delay = m.histogram("rocketmq_delay_message_latency_seconds", "Delivery delay of timer messages.", names)
             m.add_histo(delay, common, self._delay_latency)
             out.append(delay)
+        return out
+
+    def _collect_pop(self, common: tuple[str, ...], names: tuple[str, ...]) -> list[m.Metric]:
+        """PopMetricsManager's revive figures. Not exported: the buffer gauges and the buffer scan
+        time (this broker writes checkpoints straight to the revive log, it has no merge buffer)."""
+        revive_in = m.counter("rocketmq_pop_revive_in_message_total", "Checkpoints and acks written to the revive log.",
+                              names + ("consumer_group", "topic", "revive_message_type", "put_status"))
+        for key, count in list(self._revive_in.items()):
+            revive_in.add_metric((*common, *key), count)
+        revive_out = m.counter("rocketmq_pop_revive_out_message_total", "Checkpoints and acks read by the revive service.",
+                               names + ("consumer_group", "topic", "queue_id", "revive_message_type"))
+        for (group, topic, queue_id, kind), count in list(self._revive_out.items()):
+            revive_out.add_metric((*common, group, topic, str(queue_id), kind), count)
+        retry = m.counter("rocketmq_pop_revive_retry_messages_total",
+                          "Un-acked messages re-put to their retry topic or DLQ by the revive service.",
+                          names + ("consumer_group", "topic", "put_status"))
+        for key, count in list(self._revive_retry.items()):
+            retry.add_metric((*common, *key), count)
+        out: list[m.Metric] = [revive_in, revive_out, retry]
+        revive = getattr(getattr(self.broker, "pop_service", None), "revive_service", None)
+        if revive is not None:
+            lag = m.gauge("rocketmq_pop_revive_lag", "Revive log records not yet processed, per revive queue.",
+                          names + ("queue_id",))
+            latency = m.gauge("rocketmq_pop_revive_latency_milliseconds",
+                              "How far the oldest pending checkpoint is past its revive time, per revive queue.",
+                              names + ("queue_id",))
+            for queue_id, (behind, late_ms) in sorted(revive.revive_progress().items()):
+                lag.add_metric((*common, str(queue_id)), behind)
+                latency.add_metric((*common, str(queue_id)), late_ms)
+            out += [lag, latency]
         return out
 
     def _collect_broker_state(self, common: tuple[str, ...], names: tuple[str, ...]) -> Iterable[m.Metric]:

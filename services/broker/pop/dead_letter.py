@@ -66,12 +66,18 @@ def dlq_message(broker: Any, topic: str, group: str, msg: MessageExt, reconsume_
 
 
 async def put(broker: Any, inner: MessageExtBrokerInner, what: str) -> bool:
+    return (await put_with_status(broker, inner, what))[0]
+
+
+async def put_with_status(broker: Any, inner: MessageExtBrokerInner, what: str) -> tuple[bool, str]:
+    """The re-put and its PutMessageStatus name (the put_status label of the POP metrics)."""
     try:
         result = await broker.put_message(inner)
     except Exception:
         log.exception("re-put of %s into %s failed", what, inner.topic)
-        return False
+        return False, "UNKNOWN_ERROR"
+    status = getattr(getattr(result, "status", None), "name", "UNKNOWN_ERROR")
     if result is None or not result.is_ok():
-        log.error("re-put of %s into %s failed: %s", what, inner.topic, getattr(result, "status", None))
-        return False
-    return True
+        log.error("re-put of %s into %s failed: %s", what, inner.topic, status)
+        return False, status
+    return True, status

@@ -201,14 +201,19 @@ class PopReviveService:
             await asyncio.sleep(0)
 
     def _apply(self, queue: ReviveQueue, record: bytes, offset: int) -> None:
+        metrics = getattr(self.broker, "metrics", None)
         try:
             tag, body = record_tag_and_body(record)
             if tag == CK_TAG:
-                queue.apply_checkpoint(PopCheckPoint.from_json(body), offset)
-            elif tag == ACK_TAG:
-                queue.apply_ack(AckMsg.from_json(body))
-            elif tag == BATCH_ACK_TAG:
-                queue.apply_ack(BatchAckMsg.from_json(body))
+                ck = PopCheckPoint.from_json(body)
+                queue.apply_checkpoint(ck, offset)
+                if metrics is not None:
+                    metrics.on_revive_out(ck.cid, ck.topic, queue.queue_id, "CK")
+            elif tag in (ACK_TAG, BATCH_ACK_TAG):
+                ack = AckMsg.from_json(body) if tag == ACK_TAG else BatchAckMsg.from_json(body)
+                queue.apply_ack(ack)
+                if metrics is not None:
+                    metrics.on_revive_out(ack.consumer_group, ack.topic, queue.queue_id, "ACK")
             else:
                 log.warning("unknown revive log record tag %r at %d@%d", tag, queue.queue_id, offset)
         except (RecordError, RevivePayloadError, UnicodeDecodeError) as exc:
@@ -252,7 +257,23 @@ class PopReviveService:
             inner = dead_letter.dlq_message(broker, ck.topic, ck.cid, msg, msg.reconsume_times + 1)
         else:
             inner = dead_letter.retry_message(broker, ck.topic, ck.cid, msg, ck.pop_time)
-        return await dead_letter.put(broker, inner, what)
+        ok, status = await dead_letter.put_with_status(broker, inner, what)
+        metrics = getattr(broker, "metrics", None)
+        if metrics is not None:
+            metrics.on_revive_retry(ck.cid, ck.topic, status)
+        return ok
 
     def pending_count(self) -> int:
         return sum(len(q.pending) for q in self.queues.values())
+
+    def revive_progress(self) -> dict[int, tuple[int, int]]:
+        """Per revive queue: (records not yet committed as revived, ms the oldest pending
+        checkpoint is past its revive time) -- rocketmq_pop_revive_lag / _latency."""
+        now = self.broker.now_ms()
+        out: dict[int, tuple[int, int]] = {}
+        for queue_id, queue in list(self.queues.items()):
+            behind = max(self.broker.max_offset(self.pop.revive_topic, queue_id) - queue.commit_offset(), 0)
+            due = [e.ck.revive_time for e in queue.pending.values()]
+            latency = max(now - min(due), 0) if due else 0
+            out[queue_id] = (behind, latency)
+        return out

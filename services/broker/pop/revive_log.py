@@ -64,12 +64,22 @@ class ReviveLogWriter:
     async def append_checkpoint(self, ck: PopCheckPoint, revive_qid: int) -> bool:
         key = ck.unique_id()
         msg = self._message(revive_qid, ck.to_json(), CK_TAG, key, ck.revive_time)
-        return await self._put(msg, "checkpoint", key)
+        ok, status = await self._put(msg, "checkpoint", key)
+        self._count(ck.cid, ck.topic, "CK", status, 1)
+        return ok
 
     async def append_ack(self, ack: AckMsg, revive_qid: int, invisible_time: int) -> bool:
         key = ack.unique_id()
         msg = self._message(revive_qid, ack.to_json(), ack.tag, key, ack.pop_time + invisible_time)
-        return await self._put(msg, "ack", key)
+        ok, status = await self._put(msg, "ack", key)
+        self._count(ack.consumer_group, ack.topic, "ACK", status, 1)
+        return ok
+
+    def _count(self, group: str, topic: str, record_type: str, status: str, nums: int) -> None:
+        """rocketmq_pop_revive_in_message_total (metrics off: a None check)."""
+        metrics = getattr(self.pop.broker, "metrics", None)
+        if metrics is not None:
+            metrics.on_revive_in(group, topic, record_type, status, nums)
 
     async def append_acks(self, acks: list[tuple[AckMsg, int, int]]) -> bool:
         """append_ack for each (ack, revive_qid, invisible_time), the acks of one revive queue in
@@ -78,6 +88,7 @@ class ReviveLogWriter:
         if len(acks) == 1:
             return await self.append_ack(*acks[0])
         by_queue: dict[int, list[MessageExtBrokerInner]] = {}
+        acks_by_queue: dict[int, list[AckMsg]] = {}
         keys: list[str] = []
         born = None
         for ack, revive_qid, invisible_time in acks:
@@ -90,32 +101,38 @@ class ReviveLogWriter:
             else:
                 msg.born_timestamp = born
             by_queue.setdefault(revive_qid, []).append(msg)
-        for msgs in by_queue.values():
-            if not await self._put_many(msgs, ",".join(keys)):
+            acks_by_queue.setdefault(revive_qid, []).append(ack)
+        for revive_qid, msgs in by_queue.items():
+            ok, status = await self._put_many(msgs, ",".join(keys))
+            for ack in acks_by_queue[revive_qid]:
+                self._count(ack.consumer_group, ack.topic, "ACK", status, 1)
+            if not ok:
                 return False
         return True
 
-    async def _put_many(self, msgs: list[MessageExtBrokerInner], keys: str) -> bool:
+    async def _put_many(self, msgs: list[MessageExtBrokerInner], keys: str) -> tuple[bool, str]:
         if len(msgs) == 1:
             return await self._put(msgs[0], "ack", keys)
         try:
             result = await self.pop.broker.put_messages(msgs)
         except Exception:
             log.exception("append acks %s to the revive log failed", keys)
-            return False
+            return False, "UNKNOWN_ERROR"
+        status = getattr(getattr(result, "status", None), "name", "UNKNOWN_ERROR")
         if result is None or not result.is_ok():
-            log.error("append acks %s to the revive log failed: %s", keys, getattr(result, "status", None))
-            return False
-        return True
+            log.error("append acks %s to the revive log failed: %s", keys, status)
+            return False, status
+        return True, status
 
-    async def _put(self, msg: MessageExtBrokerInner, what: str, key: str) -> bool:
+    async def _put(self, msg: MessageExtBrokerInner, what: str, key: str) -> tuple[bool, str]:
+        """The put and its PutMessageStatus name (the put_status label of the POP metrics)."""
         try:
             result = await self.pop.broker.put_message(msg)
         except Exception:
             log.exception("append %s %s to the revive log failed", what, key)
-            return False
+            return False, "UNKNOWN_ERROR"
+        status = getattr(getattr(result, "status", None), "name", "UNKNOWN_ERROR")
         if result is None or not result.is_ok():
-            log.error("append %s %s to the revive log failed: %s", what, key,
-                      getattr(result, "status", None))
-            return False
-        return True
+            log.error("append %s %s to the revive log failed: %s", what, key, status)
+            return False, status
+        return True, status
