@@ -141,6 +141,8 @@ class BrokerConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): or
     broker_election_priority: int = 2**31 - 1
     # Empty means <storePathRootDir>/brokerIdentity (see broker_identity_path()).
     store_path_broker_identity: str = ""
+    # The -c file (upstream's brokerConfigPath): updateBrokerConfig writes its changes back there.
+    broker_config_path: str = ""
     # OrbitMQ has no DLedger CommitLog: true refuses to start (and always with controller mode,
     # as upstream), rather than being accepted and ignored.
     enable_d_leger_commit_log: bool = field(default=False, metadata={"key": "enableDLegerCommitLog"})

@@ -475,7 +475,7 @@ class BrokerController:
         "brokerClusterName", "brokerName", "brokerId", "brokerIP1", "brokerIP2", "listenPort", "haListenPort",
         "storePathRootDir", "storePathCommitLog", "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue",
         "namesrvAddr", "sendMessageThreadPoolNums", "sendThreadPoolQueueCapacity", "flushDiskType",
-        "brokerRole", "enableControllerMode", "storePathBrokerIdentity", "enableDLegerCommitLog",
+        "brokerRole", "enableControllerMode", "storePathBrokerIdentity", "enableDLegerCommitLog", "brokerConfigPath",
         # The timer wheel's files are laid out by these: fixed while it runs.
         "timerWheelEnable", "timerPrecisionMs", "mappedFileSizeTimerLog"}) | AuthConfig.config_keys()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -40,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 def load_broker_configs(config_file: str | None, overrides: dict[str, str]) -> tuple[BrokerConfig, MessageStoreConfig]:
     loaded = load_configs(config_file, overrides, BrokerConfig, MessageStoreConfig)
     broker_config, store_config = loaded
+    if config_file and not broker_config.broker_config_path:
+        broker_config.broker_config_path = os.path.abspath(config_file)
     broker_config.resolve_defaults()
     return broker_config, store_config
 

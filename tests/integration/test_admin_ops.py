@@ -226,6 +226,9 @@ def test_get_and_update_broker_config(cluster: Cluster) -> None:
     assert refused.code == ResponseCode.MESSAGE_ILLEGAL, (refused.code, refused.remark)
     ok(cluster, "updateBrokerConfig", "-c", CLUSTER, "-k", "maxMessageSize", "-v", "4194304")
     assert ok_json(cluster, "getBrokerConfig", "-b", cluster.addr)[cluster.addr]["maxMessageSize"] == "4194304"
+    # Persisted into the broker's -c file (as upstream), the operator's other lines kept.
+    conf_lines = (cluster.store.parent / "broker.conf").read_text(encoding="utf-8").splitlines()
+    assert "maxMessageSize=4194304" in conf_lines and f"brokerName={BROKER_NAME}" in conf_lines
 
     # Unknown key, bad value, a key that needs a restart: refused, nothing changes.
     assert "unknown broker config key noSuchKey" in failed(cluster, "updateBrokerConfig", "-b", cluster.addr,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbitmq import __version__
 from orbitmq.common import fastjson, validators
+from orbitmq.common.atomic_file import write_file_atomically
 from orbitmq.common.message_id import decode_offset_message_id
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TOPIC_FILTER_TYPES, TopicConfig, normalize_attributes
@@ -456,9 +457,42 @@ class AdminBrokerProcessor:
         except ValueError as exc:
             raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
         log.info("updateBrokerConfig %s from %s", changed, self.broker.remote_addr(channel))
+        # As upstream (Configuration.persist to brokerConfigPath): the change outlives a restart.
+        path = self.broker.config.broker_config_path
+        if path:
+            try:
+                await asyncio.to_thread(persist_config_updates, path, changed)
+            except OSError as exc:
+                log.error("updateBrokerConfig applied but not persisted to %s: %s", path, exc)
+                raise RequestError(ResponseCode.SYSTEM_ERROR, f"applied, but persisting to {path} failed: "
+                                                              f"{exc}") from None
         return request.response_to(ResponseCode.SUCCESS)
 
     async def get_broker_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         text = self.broker.config.to_properties() + self.broker.store_config.to_properties()
         version = encode_json_body(self.broker.topic_config_manager.data_version.to_json_dict()).decode()
         return request.response_to(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))
+
+
+def persist_config_updates(path: str, updates: dict[str, str]) -> None:
+    """Rewrite the broker's -c file with ``updates``: each key's line replaced in place, new keys
+    appended, every other line (comments included) kept.
+
+    Upstream dumps every field of the live config into the file; writing only the changed keys
+    keeps the operator's file as they wrote it and never persists a value the broker derived
+    while running (a controller-mode brokerId, a port chosen at bind)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        lines = []
+    pending = dict(updates)
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        key = stripped.split("=", 1)[0].strip()
+        if key in pending:
+            lines[index] = f"{key}={pending.pop(key)}"
+    lines += [f"{key}={value}" for key, value in pending.items()]
+    write_file_atomically(path, ("\n".join(lines) + "\n").encode("utf-8"))
