@@ -92,9 +92,14 @@ class Message:
     properties: Mapping[str, str] | None = None
     message_group: str | None = None
     delivery_timestamp: float | datetime | None = None
+    # The message id (UNIQ_KEY) to send instead of a fresh one: an id the caller derives
+    # deterministically (the Spark sink's deterministicMessageIds) lets consumers drop resends.
+    message_id: str | None = None
 
     def validate(self, max_body_size: int = 0) -> None:
         """The checks the official clients make before sending (raises BadRequestError / TypeError)."""
+        if self.message_id is not None and (not isinstance(self.message_id, str) or not self.message_id.strip()):
+            raise BadRequestError(Code.ILLEGAL_MESSAGE_ID, f"message id {self.message_id!r} must be a non-blank str")
         if not isinstance(self.topic, str):
             raise TypeError(f"topic must be a str, not {type(self.topic).__name__}")
         if not self.topic.strip():
@@ -155,7 +160,7 @@ class Message:
     def encode(self, namespace: str = "") -> tuple[bytes, str, int]:
         """(serialized apache.rocketmq.v2.Message, message id, message type), written directly in
         protobuf wire format: the same message to_proto builds, at a fraction of the cost per send."""
-        message_id = create_uniq_id()
+        message_id = self.message_id or create_uniq_id()
         group = self.message_group
         if group is not None:
             message_type = _FIFO
@@ -188,7 +193,7 @@ class Message:
 
     def to_proto(self, namespace: str = "", message_type: int | None = None) -> pb.Message:
         """The wire message with a fresh message id (RocketMQ's UNIQ_KEY format)."""
-        sysp = pb.SystemProperties(message_id=create_uniq_id(), body_encoding=pb.Encoding.IDENTITY,
+        sysp = pb.SystemProperties(message_id=self.message_id or create_uniq_id(), body_encoding=pb.Encoding.IDENTITY,
                                    message_type=self.message_type if message_type is None else message_type,
                                    born_host=_HOST)
         sysp.born_timestamp.FromMilliseconds(int(time.time() * 1000))
