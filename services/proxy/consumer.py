@@ -17,6 +17,7 @@ from typing import TypeVar
 from google.protobuf.duration_pb2 import Duration
 
 from orbitmq.client import MQBrokerError, PopStatus
+from orbitmq.common.constants import POP_HANDLE_ACKED_REMARK
 from orbitmq.common.extra_info import KEY_SEPARATOR
 from orbitmq.common.filter import SubscriptionData
 from orbitmq.common.message import MessageConst, MessageExt
@@ -31,6 +32,7 @@ from orbitmq.proxy.errors import ProxyError
 from orbitmq.proxy.producer import UNKNOWN_OUTCOME, failure_kind
 from orbitmq.proxy.receipt_handle import InvalidReceiptHandle, ReceiptHandle, with_commit_log_offset
 from orbitmq.proxy.renewal import ReceiptHandleRenewer
+from orbitmq.proxy.trace import FAILED, ProxyTracer, client_of
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.errors import RemotingError
@@ -117,6 +119,8 @@ class ConsumerActivity:
         self.clients = clients
         self._background: set[asyncio.Task] = set()
         self.renewer = ReceiptHandleRenewer(config, self._change_invisible_raw)
+        # Message trace for gRPC clients (services/proxy/trace.py), set by the server with traceEnable.
+        self.tracer: ProxyTracer | None = None
         clients.client_gone_hooks.append(self.renewer.release_client)
 
     def start(self) -> None:
@@ -197,6 +201,8 @@ class ConsumerActivity:
                         fill(response.message, msg)
                         yield response
                         written += 1
+                    if self.tracer is not None:  # SubBefore records, queued, never awaited
+                        self.tracer.on_deliver(request.group.name, messages, client_of(ctx))
                 finally:
                     if written < len(messages):
                         group = request.group.name
@@ -447,6 +453,13 @@ class ConsumerActivity:
                 code = Code.MULTIPLE_RESULTS
         response.status.code = code
         response.status.message = Code.Name(code)
+        tracer = self.tracer
+        if tracer is not None:  # SubAfter records of the acked messages
+            host = client_of(ctx)
+            for items in by_broker.values():
+                for index, handle in items:
+                    if statuses[index].code == Code.OK:  # type: ignore[union-attr]
+                        tracer.on_consumed(group, entries[index].message_id, handle, True, host)
         return response
 
     async def _change_invisible(self, handle: ReceiptHandle, group: str, topic: str, invisible_ms: int) -> str:
@@ -468,7 +481,14 @@ class ConsumerActivity:
         validation.validate_invisible_time(invisible, 0, self.config.max_invisible_time_mills)
         latest = await self.renewer.release(ctx.client_id, group, request.message_id)
         handle = decode_handle(latest or request.receipt_handle)
-        new_handle = await self._change_invisible(handle, group, topic, invisible)
+        try:
+            new_handle = await self._change_invisible(handle, group, topic, invisible)
+        except MQBrokerError as exc:
+            if exc.code == ResponseCode.NO_MESSAGE and exc.remark == POP_HANDLE_ACKED_REMARK:
+                # The broker refuses to revive an acked message (services/broker/pop/recent_acks.py).
+                raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is invalid: the message has "
+                                                              "already been acked") from None
+            raise
         return spb.ChangeInvisibleDurationResponse(status=errors.ok(), receipt_handle=new_handle)
 
     async def _to_dlq(self, raw_handle: str, message_id: str, group: str, topic: str) -> None:
@@ -479,6 +499,8 @@ class ConsumerActivity:
         await self._on_master(handle.broker_name, topic, lambda addr: api.consumer_send_msg_back(
             addr, group, handle.commit_log_offset, -1, message_id, handle.real_topic(topic, group), 0), False)
         await self._ack(raw_handle, group, topic)
+        if self.tracer is not None:  # dead-lettered: a failed SubAfter (the DLQ holds the message)
+            self.tracer.on_consumed(group, message_id, handle, False, "", FAILED)
 
     async def forward_to_dlq(self, ctx: ProxyContext, request: spb.ForwardMessageToDeadLetterQueueRequest
                              ) -> spb.ForwardMessageToDeadLetterQueueResponse:

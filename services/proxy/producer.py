@@ -25,6 +25,7 @@ from orbitmq.proxy.cluster import (
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.context import ProxyContext
 from orbitmq.proxy.errors import ProxyError
+from orbitmq.proxy.trace import ProxyTracer
 from orbitmq.proxy.transaction import transaction_id_of_send
 from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.errors import (
@@ -194,6 +195,8 @@ class ProducerActivity:
     def __init__(self, config: ProxyConfig, cluster: ClusterService) -> None:
         self.config = config
         self.cluster = cluster
+        # Message trace for gRPC clients (services/proxy/trace.py), set by the server with traceEnable.
+        self.tracer: ProxyTracer | None = None
 
     async def send_message(self, ctx: ProxyContext, request: spb.SendMessageRequest) -> spb.SendMessageResponse:
         """Checks and converts every message, then sends them in one Remoting request.
@@ -203,6 +206,8 @@ class ProducerActivity:
         and the bytes sent are those of the Message-based path.
         """
         protos = request.messages
+        tracer = self.tracer
+        started = time.monotonic() if tracer is not None else 0.0
         if not protos:
             raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
         config = self.config
@@ -253,6 +258,8 @@ class ProducerActivity:
                 raise
             result = await self._resend(ctx, exc, queue, group, topic, bodies, properties, ids, first, sys_flag)
         send_status = result.status
+        if tracer is not None:  # Pub records: formatted and queued, never awaited
+            tracer.on_send_request(topic, protos, ids, result, queue.broker_addr, started, ctx.remote_address)
         # SEND_OK by identity: an Enum's .value and a protobuf enum's attribute are Python-level calls.
         code = OK if send_status is _SEND_OK else _SEND_STATUS_CODES.get(send_status.value, _INTERNAL_SERVER_ERROR)
         if code == OK:
