@@ -23,13 +23,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
 
 from orbitmq.bench.load import LoadOptions, run_send_load
+from orbitmq.bench.local_process import launch_local, local_ports_args
 from orbitmq.bench.scenario import stop_local
 from orbitmq.bench.stats import format_summary
 from orbitmq.common.net import free_ports
@@ -40,22 +40,11 @@ TOPIC = "OrbitMetricsBench"
 def start_local(data_dir: str, metrics: bool) -> tuple[subprocess.Popen, str, str | None]:
     """`orbitmq local` with metrics on or off: (process, proxy endpoint, metrics URL or None)."""
     ports = free_ports(4)
-    proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "local", "--data-dir", data_dir,
-                             "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]),
-                             "--proxy-port", str(ports[2]), "--log-level", "ERROR",
-                             f"metricsExporterType={'PROM' if metrics else 'DISABLE'}",
-                             f"metricsPromExporterPort={ports[3]}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if not line and proc.poll() is not None:
-            raise RuntimeError("orbitmq local exited before it was ready")
-        if "Press Ctrl-C" in line:
-            url = f"http://127.0.0.1:{ports[3]}/metrics" if metrics else None
-            return proc, f"127.0.0.1:{ports[2]}", url
-    proc.kill()
-    raise RuntimeError("orbitmq local did not become ready")
+    proc = launch_local(data_dir, [*local_ports_args(*ports[:3]),
+                                   f"metricsExporterType={'PROM' if metrics else 'DISABLE'}",
+                                   f"metricsPromExporterPort={ports[3]}"])
+    url = f"http://127.0.0.1:{ports[3]}/metrics" if metrics else None
+    return proc, f"127.0.0.1:{ports[2]}", url
 
 
 def _tree_cpu_seconds(pid: int) -> float | None:

@@ -12,12 +12,12 @@ import argparse
 import asyncio
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 
 from orbitmq.bench.load import LoadOptions, run_send_load
+from orbitmq.bench.local_process import launch_local
 from orbitmq.bench.scenario import start_local, stop_local
 from orbitmq.bench.stats import format_summary
 from orbitmq.common.net import free_port_pair, free_ports
@@ -33,21 +33,12 @@ def start_local_ha(data_dir: str) -> tuple[subprocess.Popen, str, list[str]]:
     ports = free_ports(8)
     controllers = [f"127.0.0.1:{p}" for p in ports[2:5]]
     broker_ports = tuple(free_port_pair() for _ in range(3))
-    proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "local", "--ha", "--data-dir", data_dir,
-                             "--namesrv-port", str(ports[0]), "--proxy-port", str(ports[1]),
-                             "--controller-ports", ",".join(map(str, ports[2:5])),
-                             "--raft-ports", ",".join(map(str, ports[5:8])),
-                             "--broker-ports", ",".join(map(str, broker_ports)), "--log-level", "ERROR"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + HA_START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if not line and proc.poll() is not None:
-            raise RuntimeError("orbitmq local --ha exited before it was ready")
-        if "Press Ctrl-C" in line:
-            return proc, f"127.0.0.1:{ports[1]}", controllers
-    proc.kill()
-    raise RuntimeError("orbitmq local --ha did not become ready")
+    proc = launch_local(data_dir, ["--ha", "--namesrv-port", str(ports[0]), "--proxy-port", str(ports[1]),
+                                   "--controller-ports", ",".join(map(str, ports[2:5])),
+                                   "--raft-ports", ",".join(map(str, ports[5:8])),
+                                   "--broker-ports", ",".join(map(str, broker_ports)), "--log-level", "ERROR"],
+                        timeout=HA_START_TIMEOUT_SECONDS)
+    return proc, f"127.0.0.1:{ports[1]}", controllers
 
 
 async def wait_all_in_sync(controllers: list[str], timeout: float = 60.0) -> None:  # noqa: ASYNC109

@@ -33,27 +33,16 @@ from orbitmq.bench import baseline, memory, nats_bench
 from orbitmq.bench.consumer import ConsumeOptions, run_consume_load
 from orbitmq.bench.drain import fill_and_drain, format_drain
 from orbitmq.bench.load import LoadOptions, run_send_load
+from orbitmq.bench.local_process import launch_local, local_ports_args
 from orbitmq.bench.stats import format_summary
 from orbitmq.common.net import free_ports
 
 
 def start_local(data_dir: str, one_process: bool = False, pin_cpus: bool = False) -> tuple[subprocess.Popen, str]:
     ports = free_ports(3)
-    proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "local", "--data-dir", data_dir,
-                             "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]),
-                             "--proxy-port", str(ports[2]), "--log-level", "ERROR",
-                             *(["--one-process"] if one_process else []),
-                             *(["--pin-cpus"] if pin_cpus else [])],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if not line and proc.poll() is not None:
-            raise RuntimeError("orbitmq local exited before it was ready")
-        if "Press Ctrl-C" in line:
-            return proc, f"127.0.0.1:{ports[2]}"
-    proc.kill()
-    raise RuntimeError("orbitmq local did not become ready")
+    proc = launch_local(data_dir, [*local_ports_args(*ports), *(["--one-process"] if one_process else []),
+                                   *(["--pin-cpus"] if pin_cpus else [])])
+    return proc, f"127.0.0.1:{ports[2]}"
 
 
 def stop_local(proc: subprocess.Popen) -> None:

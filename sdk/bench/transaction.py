@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from collections.abc import Sequence
 import grpc
 
 from orbitmq.bench.load import CHANNEL_OPTIONS, LoadOptions, client_metadata, run_send_load
+from orbitmq.bench.local_process import launch_local, local_ports_args
 from orbitmq.bench.scenario import stop_local
 from orbitmq.bench.stats import Stats, format_summary
 from orbitmq.client import MQClientAPI
@@ -40,19 +40,8 @@ OK = pb.Code.OK
 def start_local(data_dir: str) -> tuple[subprocess.Popen, str, str]:
     """`orbitmq local` in a child process; (process, proxy endpoint, broker address) once ready."""
     ports = free_ports(3)
-    proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "local", "--data-dir", data_dir,
-                             "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]),
-                             "--proxy-port", str(ports[2]), "--log-level", "ERROR"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if not line and proc.poll() is not None:
-            raise RuntimeError("orbitmq local exited before it was ready")
-        if "Press Ctrl-C" in line:
-            return proc, f"127.0.0.1:{ports[2]}", f"127.0.0.1:{ports[1]}"
-    proc.kill()
-    raise RuntimeError("orbitmq local did not become ready")
+    proc = launch_local(data_dir, local_ports_args(*ports))
+    return proc, f"127.0.0.1:{ports[2]}", f"127.0.0.1:{ports[1]}"
 
 
 async def create_topics(broker: str) -> None:

@@ -1,0 +1,33 @@
+"""`orbitmq local` as a child process for the benchmarks: started, waited for, stopped."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+READY_LINE = "Press Ctrl-C"
+
+
+def launch_local(data_dir: str, args: Sequence[str] = (), timeout: float = 60.0) -> subprocess.Popen:  # noqa: ASYNC109
+    """`orbitmq local --data-dir DATA_DIR ARGS...`, returned once it printed its ready line.
+
+    The caller picks the ports (``--namesrv-port`` … in ``args``) so it knows the addresses."""
+    what = "orbitmq local" + (" --ha" if "--ha" in args else "")
+    proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "local", "--data-dir", data_dir, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited before it was ready")
+        if READY_LINE in line:
+            return proc
+    proc.kill()
+    raise RuntimeError(f"{what} did not become ready")
+
+
+def local_ports_args(namesrv: int, broker: int, proxy: int) -> list[str]:
+    return ["--namesrv-port", str(namesrv), "--broker-port", str(broker), "--proxy-port", str(proxy),
+            "--log-level", "ERROR"]
