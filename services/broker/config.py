@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from orbitmq.auth.config import AuthConfig
 from orbitmq.common.constants import DEFAULT_CLUSTER, NAMESRV_ADDR_ENV, PERM_READ, PERM_WRITE
+from orbitmq.remoting.server_config import RemotingServerConfig
 
 
 def _local_ip() -> str:
@@ -37,7 +38,7 @@ def _default_broker_name() -> str:
 
 
 @dataclass
-class BrokerConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orbitmq.auth.config
+class BrokerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orbitmq.auth.config
     broker_cluster_name: str = DEFAULT_CLUSTER
     broker_name: str = ""
     broker_id: int = 0
@@ -68,29 +69,6 @@ class BrokerConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): or
     send_message_thread_pool_nums: int = 1
     send_thread_pool_queue_capacity: int = 10000
     pull_thread_pool_queue_capacity: int = 100000
-    # NettyServerConfig's limits on one Remoting server (issue 16, abusive clients):
-    # serverChannelMaxIdleTimeSeconds drops a silent (half-open) peer; writeBufferHigh/LowWaterMark
-    # (0: asyncio's 64 KiB / 16 KiB) stop reading requests from a peer that does not read its
-    # answers. serverMaxConnections and remotingFrameReadTimeoutMillis are OrbitMQ's own (Netty
-    # accepts without bound and has no frame deadline): connections beyond the first N are closed,
-    # and a frame not whole this long after its first byte (a trickle) closes its connection.
-    server_channel_max_idle_time_seconds: int = 120
-    write_buffer_high_water_mark: int = 0
-    write_buffer_low_water_mark: int = 0
-    server_max_connections: int = 10000
-    remoting_frame_read_timeout_millis: int = 30_000
-    # Remoting over TLS, TlsSystemConfig's keys (orbitmq.remoting.tls): tls.server.mode disabled |
-    # permissive (plaintext and TLS on one port, upstream's default) | enforcing, with a pair from
-    # tls.server.certPath/keyPath or self-signed (tls.test.mode.enable; false here, unlike
-    # upstream, so plaintext-only stays the default). tls.enable: this process's own Remoting
-    # connections use TLS; tls.client.authServer checks the server against tls.client.trustCertPath.
-    tls_server_mode: str = field(default="permissive", metadata={"key": "tls.server.mode"})
-    tls_test_mode_enable: bool = field(default=False, metadata={"key": "tls.test.mode.enable"})
-    tls_server_cert_path: str = field(default="", metadata={"key": "tls.server.certPath"})
-    tls_server_key_path: str = field(default="", metadata={"key": "tls.server.keyPath"})
-    tls_enable: bool = field(default=False, metadata={"key": "tls.enable"})
-    tls_client_auth_server: bool = field(default=False, metadata={"key": "tls.client.authServer"})
-    tls_client_trust_cert_path: str = field(default="", metadata={"key": "tls.client.trustCertPath"})
     flush_consumer_offset_interval: int = 5000
     reject_transaction_message: bool = False
     # -- transactions (services/broker/transaction): check-back of half messages --

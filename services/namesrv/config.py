@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from orbitmq.auth.config import AuthConfig
+from orbitmq.remoting.server_config import RemotingServerConfig
 
 ROCKETMQ_HOME_ENV = "ROCKETMQ_HOME"
 ROCKETMQ_HOME_PROPERTY = "rocketmq.home.dir"
@@ -27,7 +28,7 @@ def _home_path(*parts: str) -> str:
 
 
 @dataclass
-class NamesrvConfig(AuthConfig):  # ACL 2.0 keys: orbitmq.auth.config
+class NamesrvConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys: orbitmq.auth.config
     rocketmq_home: str = field(default_factory=lambda: os.environ.get(ROCKETMQ_HOME_ENV, ""))
     kv_config_path: str = field(default_factory=lambda: _home_path("namesrv", "kvConfig.json"))
     config_store_path: str = field(default_factory=lambda: _home_path("namesrv", "namesrv.properties"))
@@ -48,29 +49,6 @@ class NamesrvConfig(AuthConfig):  # ACL 2.0 keys: orbitmq.auth.config
     # NettyServerConfig keys
     listen_port: int = DEFAULT_LISTEN_PORT
     bind_address: str = "0.0.0.0"
-    # NettyServerConfig's limits on one Remoting server (issue 16, abusive clients):
-    # serverChannelMaxIdleTimeSeconds drops a silent (half-open) peer; writeBufferHigh/LowWaterMark
-    # (0: asyncio's 64 KiB / 16 KiB) stop reading requests from a peer that does not read its
-    # answers. serverMaxConnections and remotingFrameReadTimeoutMillis are OrbitMQ's own (Netty
-    # accepts without bound and has no frame deadline): connections beyond the first N are closed,
-    # and a frame not whole this long after its first byte (a trickle) closes its connection.
-    server_channel_max_idle_time_seconds: int = 120
-    write_buffer_high_water_mark: int = 0
-    write_buffer_low_water_mark: int = 0
-    server_max_connections: int = 10000
-    remoting_frame_read_timeout_millis: int = 30_000
-    # Remoting over TLS, TlsSystemConfig's keys (orbitmq.remoting.tls): tls.server.mode disabled |
-    # permissive (plaintext and TLS on one port, upstream's default) | enforcing, with a pair from
-    # tls.server.certPath/keyPath or self-signed (tls.test.mode.enable; false here, unlike
-    # upstream, so plaintext-only stays the default). tls.enable: this process's own Remoting
-    # connections use TLS; tls.client.authServer checks the server against tls.client.trustCertPath.
-    tls_server_mode: str = field(default="permissive", metadata={"key": "tls.server.mode"})
-    tls_test_mode_enable: bool = field(default=False, metadata={"key": "tls.test.mode.enable"})
-    tls_server_cert_path: str = field(default="", metadata={"key": "tls.server.certPath"})
-    tls_server_key_path: str = field(default="", metadata={"key": "tls.server.keyPath"})
-    tls_enable: bool = field(default=False, metadata={"key": "tls.enable"})
-    tls_client_auth_server: bool = field(default=False, metadata={"key": "tls.client.authServer"})
-    tls_client_trust_cert_path: str = field(default="", metadata={"key": "tls.client.trustCertPath"})
     # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
