@@ -161,6 +161,20 @@ class ClusterService:
         raise ProxyError(Code.INVALID_RECEIPT_HANDLE if topic else Code.NOT_FOUND,
                          f"broker {broker_name} is not found or has no master")
 
+    async def master_of(self, broker_name: str, topic: str, no_master: ProxyError) -> str:
+        """The master of the broker set a client-held id names (a transaction id, a recall handle):
+        via the topic's route, else the cluster. TOPIC_NOT_FOUND stays itself; any other failure
+        becomes ``no_master``, the caller's code for an id naming a set with no master now."""
+        try:
+            addr = self.master_addr(await self.route(topic), broker_name)
+            if addr:
+                return addr
+            return await self.broker_addr(broker_name)
+        except ProxyError as exc:
+            if exc.code == Code.TOPIC_NOT_FOUND:
+                raise
+            raise no_master from None
+
     def _queue_table(self, topic: str, route: TopicRouteData) -> tuple[list[AddressableQueue], list[AddressableQueue]]:
         """(every writable queue, those whose broker set has a master) of a route, cached per route object.
 

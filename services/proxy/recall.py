@@ -44,7 +44,8 @@ class RecallActivity:
             handle = decode_recall_handle(request.recall_handle)
         except RecallHandleError as exc:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
-        addr = await self._master_of(handle.broker_name, topic)
+        addr = await self.cluster.master_of(handle.broker_name, topic, ProxyError(
+            Code.INTERNAL_SERVER_ERROR, f"recall handle names broker {handle.broker_name}, which has no master now"))
         # RecallMessageRequestHeader; producerGroup is the topic, as for every gRPC producer here.
         fields = {"producerGroup": topic, "topic": topic, "recallHandle": request.recall_handle,
                   "bname": handle.broker_name}
@@ -53,16 +54,3 @@ class RecallActivity:
             raise MQBrokerError(response.code, response.remark, addr)
         message_id = (response.ext_fields or {}).get("msgId") or handle.message_id
         return spb.RecallMessageResponse(status=errors.ok(), message_id=message_id)
-
-    async def _master_of(self, broker_name: str, topic: str) -> str:
-        """The master of the handle's broker; a broker nobody knows is a bad handle."""
-        try:
-            addr = self.cluster.master_addr(await self.cluster.route(topic), broker_name)
-            if addr:
-                return addr
-            return await self.cluster.broker_addr(broker_name)
-        except ProxyError as exc:
-            if exc.code == Code.TOPIC_NOT_FOUND:
-                raise
-            raise ProxyError(Code.INTERNAL_SERVER_ERROR,
-                             f"recall handle names broker {broker_name}, which has no master now") from None

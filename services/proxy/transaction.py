@@ -195,7 +195,8 @@ class TransactionActivity:
         if resolution == TRANSACTION_NOT_TYPE:
             # The broker ignores an unknown outcome (the transaction stays for the check).
             return spb.EndTransactionResponse(status=errors.ok())
-        addr = await self._master_of(handle.broker_name, topic)
+        addr = await self.cluster.master_of(handle.broker_name, topic, ProxyError(
+            Code.INVALID_TRANSACTION_ID, f"transaction id names broker {handle.broker_name}, which has no master now"))
         header = h.EndTransactionRequestHeader(
             producer_group=topic, tran_state_table_offset=handle.tran_state_table_offset,
             commit_log_offset=handle.commit_log_offset, commit_or_rollback=resolution, msg_id=message_id,
@@ -208,18 +209,6 @@ class TransactionActivity:
                                            "COMMIT_MESSAGE" if resolution == TRANSACTION_COMMIT_TYPE
                                            else "ROLLBACK_MESSAGE", header.from_transaction_check, addr)
         return spb.EndTransactionResponse(status=errors.status(code, response.remark or Code.Name(code)))
-
-    async def _master_of(self, broker_name: str, topic: str) -> str:
-        try:
-            addr = self.cluster.master_addr(await self.cluster.route(topic), broker_name)
-            if addr:
-                return addr
-            return await self.cluster.broker_addr(broker_name)
-        except ProxyError as exc:
-            if exc.code == Code.TOPIC_NOT_FOUND:
-                raise
-            raise ProxyError(Code.INVALID_TRANSACTION_ID,
-                             f"transaction id names broker {broker_name}, which has no master now") from None
 
     # ---- check-back relay -----------------------------------------------------------------
 
