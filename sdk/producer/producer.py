@@ -35,6 +35,7 @@ from orbitmq.clientcore.errors import (
 )
 from orbitmq.clientcore.message import Message, ReceivedMessage, SendReceipt
 from orbitmq.clientcore.session import ClientSession, RetryPolicy
+from orbitmq.common.protowire import varint as _varint
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 
@@ -49,15 +50,6 @@ _PER_MESSAGE_CODES = frozenset({
     Code.MESSAGE_BODY_TOO_LARGE, Code.MESSAGE_BODY_EMPTY, Code.MESSAGE_PROPERTIES_TOO_LARGE,
     Code.REQUEST_HEADER_FIELDS_TOO_LARGE,
 })
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _request_bytes(serialized: Sequence[bytes]) -> bytes:

@@ -11,6 +11,7 @@ from orbitmq.client import MQBrokerError
 from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.common.constants import is_retry_topic
 from orbitmq.common.message import Message
+from orbitmq.common.protowire import varint as _varint
 from orbitmq.common.sysflag import TRANSACTION_PREPARED_TYPE
 from orbitmq.common.topic_config import TopicMessageType
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
@@ -88,16 +89,6 @@ def check_message_type(topic: str, topic_type: TopicMessageType, message_type: i
         raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                          f"TopicMessageType validate failed, the expected type is {topic_type.value}, "
                          f"but actual type is {actual.value} (topic {topic})")
-
-
-def _varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative int."""
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 _INT64_MAX = 2**63 - 1
