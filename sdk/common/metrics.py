@@ -272,6 +272,31 @@ class MetricsHub:
             config.metrics_prom_exporter_port = exporter.port  # the port a 0 resolved to
         return exporter.port
 
+    async def attach(self, config: Any, readiness_name: str, readiness: Readiness, source: Source | None = None,
+                     default_host: str = "0.0.0.0") -> None:
+        """A service's whole metrics start: its families, its readiness check, its exporter.
+        ``detach`` undoes it; a failed exporter start undoes it at once."""
+        if source is not None:
+            self.add_source(source)
+        self.add_readiness(readiness_name, readiness)
+        try:
+            await self.acquire(config, default_host=default_host)
+        except BaseException:
+            self.remove_readiness(readiness_name)
+            if source is not None:
+                self.remove_source(source)
+            raise
+
+    async def detach(self, config: Any, readiness_name: str, source: Source | None = None) -> None:
+        """Undo ``attach``; never raises (a service stopping must reach its other steps)."""
+        self.remove_readiness(readiness_name)
+        if source is not None:
+            self.remove_source(source)
+        try:
+            await self.release(config)
+        except Exception:
+            log.exception("stopping the metrics endpoint failed")
+
     async def release(self, config: Any) -> None:
         """Undo ``acquire(config)``; a no-op for a config that holds nothing."""
         task = self._loggers.pop(id(config), None)

@@ -138,25 +138,12 @@ class ControllerManager:
     # ---- metrics and readiness -----------------------------------------------------------------
 
     async def _start_metrics(self) -> None:
-        if self.metrics is not None:
-            hub().add_source(self.metrics.collect)
-        hub().add_readiness(self._readiness_name(), self.readiness)
-        try:
-            await hub().acquire(self.config, default_host="0.0.0.0")
-        except BaseException:
-            hub().remove_readiness(self._readiness_name())
-            if self.metrics is not None:
-                hub().remove_source(self.metrics.collect)
-            raise
+        await hub().attach(self.config, self._readiness_name(), self.readiness,
+                           self.metrics.collect if self.metrics is not None else None)
 
     async def _stop_metrics(self) -> None:
-        hub().remove_readiness(self._readiness_name())
-        if self.metrics is not None:
-            hub().remove_source(self.metrics.collect)
-        try:
-            await hub().release(self.config)
-        except Exception:
-            log.exception("stopping the metrics endpoint failed")
+        await hub().detach(self.config, self._readiness_name(),
+                           self.metrics.collect if self.metrics is not None else None)
 
     def _readiness_name(self) -> str:
         return f"controller {self.config.controller_d_leger_self_id}:{id(self):x}"

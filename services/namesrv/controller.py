@@ -15,7 +15,7 @@ from orbitmq.auth.engine import install_bootstrap_guard
 from orbitmq.common import atomic_file
 from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.atomic_file import NewestSnapshotWriter
-from orbitmq.common.metrics import hub, metrics_enabled
+from orbitmq.common.metrics import Source, hub, metrics_enabled
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.kvconfig import KVConfigManager
 from orbitmq.namesrv.metrics import NamesrvMetrics
@@ -72,11 +72,9 @@ class NamesrvController:
         """Load KV config, listen, and begin the not-active-broker scan."""
         if self._started:
             return
-        if self.metrics is not None:
-            hub().add_source(self.metrics.collect)
-        hub().add_readiness(self._readiness_name(), lambda: self._started or "starting")
+        await hub().attach(self.config, self._readiness_name(), lambda: self._started or "starting",
+                           self._metrics_source())
         try:
-            await hub().acquire(self.config, default_host="0.0.0.0")
             await asyncio.to_thread(self.kv_config_manager.load)
             self.remoting_server.register_default(self.processor.process)
             self.remoting_server.on_connect(self._on_connect)
@@ -106,13 +104,10 @@ class NamesrvController:
         log.info("The Name Server shutdown OK")
 
     async def _stop_metrics(self) -> None:
-        hub().remove_readiness(self._readiness_name())
-        if self.metrics is not None:
-            hub().remove_source(self.metrics.collect)
-        try:
-            await hub().release(self.config)
-        except Exception:
-            log.exception("stopping the metrics endpoint failed")
+        await hub().detach(self.config, self._readiness_name(), self._metrics_source())
+
+    def _metrics_source(self) -> Source | None:
+        return self.metrics.collect if self.metrics is not None else None
 
     def _readiness_name(self) -> str:
         return f"namesrv:{id(self):x}"
