@@ -30,6 +30,7 @@ from orbitmq.auth.model import (
     User,
     UserStatus,
     UserType,
+    denial_reason,
 )
 from orbitmq.auth.signature import ACCESS_KEY, verify_remoting_signature
 
@@ -247,6 +248,8 @@ class RemotingAuthGuard:
         self.cluster = cluster
         self._users = users
         self._acls = acls
+        # Told the reason of every refusal (the broker's metrics count them); None: nobody asks.
+        self.on_denied: Callable[[str], None] | None = None
 
     def check(self, code: int, ext: dict[str, str], body: bytes, remote_address: str,
               version: int = V4_9_3 + 1) -> None:
@@ -287,6 +290,8 @@ def guard_processor(guard: RemotingAuthGuard, processor: Any) -> Any:
             guard.check(request.code, request.ext_fields, request.body, channel.remote_address, request.version)
         except AuthError as exc:
             log.info("refused code=%s from %s: %s", request.code, channel.remote_address, exc)
+            if guard.on_denied is not None:
+                guard.on_denied(denial_reason(exc))
             return request.response_to(exc.code, str(exc))
         return await processor(request, channel)
 

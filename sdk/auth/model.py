@@ -23,6 +23,12 @@ class AuthError(Exception):
         self.code = code
 
 
+def denial_reason(exc: AuthError) -> str:
+    """The ``reason`` label of rocketmq_auth_denied_total: who could not be established, or what
+    they may not do."""
+    return "authentication" if isinstance(exc, AuthenticationError) else "authorization"
+
+
 class AuthenticationError(AuthError):
     """Who is calling could not be established (bad/missing signature, unknown or disabled user)."""
 

@@ -175,6 +175,8 @@ class BrokerController:
 
             auth_guard = RemotingAuthGuard(self.config, self.config.broker_cluster_name,
                                            self.auth_store.get_user, self.auth_store.get_acl)
+            if self.metrics is not None:
+                auth_guard.on_denied = self.metrics.on_auth_denied
             self.remoting_server.set_guard(lambda processor: guard_processor(auth_guard, processor))
         self.remoting_server.on_connect(self._on_client_connect)
         ephemeral = self.config.listen_port == 0

@@ -26,7 +26,16 @@ import grpc
 
 from orbitmq.auth.config import AuthConfig, whitelist
 from orbitmq.auth.engine import Requirement, check_user, decide
-from orbitmq.auth.model import Acl, Action, AuthenticationError, AuthError, AuthorizationError, Resource, User
+from orbitmq.auth.model import (
+    Acl,
+    Action,
+    AuthenticationError,
+    AuthError,
+    AuthorizationError,
+    Resource,
+    User,
+    denial_reason,
+)
 from orbitmq.auth.signature import (
     AUTHORIZATION,
     DATE_TIME,
@@ -181,6 +190,8 @@ class ProxyAuthInterceptor(grpc.aio.ServerInterceptor):
         self.authn_whitelist = whitelist(config.authentication_whitelist)
         self.authz_whitelist = whitelist(config.authorization_whitelist)
         self.metadata = metadata
+        # Told the reason of every refusal (the proxy's metrics count them); None: nobody asks.
+        self.on_denied: Callable[[str], None] | None = None
         # (authorization, x-mq-date-time) -> (username, verified at): a client stamps every request
         # of one second alike, so its repeats skip parsing, the clock and the HMAC. Entries live
         # no longer than a second, and never longer than the user cache (a disabled user is seen).
@@ -235,6 +246,15 @@ class ProxyAuthInterceptor(grpc.aio.ServerInterceptor):
     async def check(self, full_name: str, md: dict[str, str], requirements: list[Requirement],
                     peer: str) -> str | None:
         """Raise AuthError when the call may not proceed; return the caller's username."""
+        try:
+            return await self._check(full_name, md, requirements, peer)
+        except AuthError as exc:
+            if self.on_denied is not None:
+                self.on_denied(denial_reason(exc))
+            raise
+
+    async def _check(self, full_name: str, md: dict[str, str], requirements: list[Requirement],
+                     peer: str) -> str | None:
         username: str | None = None
         if self.authentication and full_name not in self.authn_whitelist:
             username = await self.authenticate(md)

@@ -74,6 +74,7 @@ class ProxyMetrics:
         self._received: dict[tuple[str, str], list[int]] = {}  # (topic, group) -> [messages, bytes]
         self._acked: dict[tuple[str, str], int] = {}
         self._dlq: dict[tuple[str, str], int] = {}
+        self._auth_denied: dict[str, int] = {}  # reason -> calls refused by ACL 2.0
 
     # ---- instrumenting ----------------------------------------------------------------------
 
@@ -181,6 +182,10 @@ class ProxyMetrics:
 
     # ---- scrape -----------------------------------------------------------------------------
 
+    def on_auth_denied(self, reason: str) -> None:
+        """A gRPC call (or Telemetry command) refused by ACL 2.0: authentication | authorization."""
+        self._auth_denied[reason] = self._auth_denied.get(reason, 0) + 1
+
     def collect(self) -> Iterable[m.Metric]:
         names, common = self.label_names, self.common
         up = m.gauge("rocketmq_proxy_up", "1 while the proxy runs.", names)
@@ -226,7 +231,14 @@ class ProxyMetrics:
                         "ForwardMessageToDeadLetterQueue calls that succeeded.", group_labels)
         for (topic, group), count in list(self._dlq.items()):
             dlq.add_metric((*common, topic, group), count)
-        return [up, calls, latency, clients, sent, sent_bytes, received, received_bytes, acked, dlq]
+        out = [up, calls, latency, clients, sent, sent_bytes, received, received_bytes, acked, dlq]
+        if self._auth_denied:
+            denied = m.counter("rocketmq_auth_denied_total", "Requests refused by ACL 2.0 (beyond upstream).",
+                               names + ("protocol_type", "reason"))
+            for reason, count in sorted(self._auth_denied.items()):
+                denied.add_metric((*common, "grpc", reason), count)
+            out.append(denied)
+        return out
 
 
 _UNARY_COUNTERS: dict[str, Callable[[ProxyMetrics, int, Any, Any], None]] = {

@@ -92,7 +92,10 @@ class ProxyServer:
         limit = cfg.grpc_max_inbound_message_size
         interceptors: list[grpc.aio.ServerInterceptor] = []
         if cfg.auth_enabled:  # ACL 2.0 (services/proxy/auth.py)
-            interceptors.append(new_auth_interceptor(cfg, cluster, self.api))
+            auth = new_auth_interceptor(cfg, cluster, self.api)
+            if self.metrics is not None:
+                auth.on_denied = self.metrics.on_auth_denied  # rocketmq_auth_denied_total
+            interceptors.append(auth)
         server = grpc.aio.server(interceptors=interceptors or None, options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),

@@ -31,6 +31,7 @@ from orbitmq.remoting.codes import RequestCode
 from tests.interop import rawgrpc
 from tests.interop.harness import _run, unique
 from tests.support import ProcessRunner, free_port
+from tests.support.prom import scrape
 
 NODE_DIR = Path(__file__).parent / "node"
 ADMIN = ("admin", "admin-secret")
@@ -39,8 +40,10 @@ UNAUTHORIZED = pb.Code.UNAUTHORIZED
 
 
 class AuthCluster:
-    def __init__(self, runner: ProcessRunner, namesrv: str, broker: str, proxy: str) -> None:
+    def __init__(self, runner: ProcessRunner, namesrv: str, broker: str, proxy: str,
+                 broker_metrics: str = "", proxy_metrics: str = "") -> None:
         self.runner, self.namesrv, self.broker, self.proxy = runner, namesrv, broker, proxy
+        self.broker_metrics, self.proxy_metrics = broker_metrics, proxy_metrics
 
     def admin(self, fn):  # noqa: ANN001 -- fn(api) coroutine function
         async def go():
@@ -95,6 +98,7 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluste
     runner = ProcessRunner(workdir)
     inner = json.dumps(INNER)
     ns_port, broker_port, proxy_port = free_port(), free_port(), free_port()
+    broker_metrics_port, proxy_metrics_port = free_port(), free_port()
     namesrv = f"127.0.0.1:{ns_port}"
     try:
         init_user = json.dumps({"username": ADMIN[0], "password": ADMIN[1]})
@@ -108,7 +112,8 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluste
                 "mappedFileSizeCommitLog": 64 * 1024 * 1024, "flushDiskType": "ASYNC_FLUSH",
                 "authenticationEnabled": "true", "authorizationEnabled": "true",
                 "initAuthenticationUser": init_user,
-                "innerClientAuthenticationCredentials": inner}
+                "innerClientAuthenticationCredentials": inner,
+                "metricsExporterType": "PROM", "metricsPromExporterPort": broker_metrics_port}
         conf_path = workdir / "broker.conf"
         conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
         runner.start("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
@@ -117,8 +122,10 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluste
                                "authorizationEnabled=true", f"innerClientAuthenticationCredentials={inner}",
                                "userCacheRefreshSecond=1", "aclCacheRefreshSecond=1",
                                "grpcClientConsumerMinLongPollingTimeoutMillis=1000",
-                               "minInvisibleTimeMillsForRecv=1000"], ready_port=proxy_port, name="proxy")
-        yield AuthCluster(runner, namesrv, f"127.0.0.1:{broker_port}", f"127.0.0.1:{proxy_port}")
+                               "minInvisibleTimeMillsForRecv=1000", "metricsExporterType=PROM",
+                               f"metricsPromExporterPort={proxy_metrics_port}"], ready_port=proxy_port, name="proxy")
+        yield AuthCluster(runner, namesrv, f"127.0.0.1:{broker_port}", f"127.0.0.1:{proxy_port}",
+                          f"127.0.0.1:{broker_metrics_port}", f"127.0.0.1:{proxy_metrics_port}")
     finally:
         runner.stop_all()
 
@@ -273,3 +280,37 @@ def test_telemetry_settings_are_authorized(acl_cluster: AuthCluster, stub) -> No
     assert replies and all(r.status.code in (0, pb.Code.OK) for r in replies), replies
     replies = settings(theirs)
     assert replies[-1].status.code == UNAUTHORIZED and f"Topic:{theirs}" in replies[-1].status.message
+
+
+def test_denials_are_counted_in_the_metrics(acl_cluster: AuthCluster, stub) -> None:
+    """rocketmq_auth_denied_total{protocol_type, reason} on the proxy (gRPC) and the broker (Remoting)."""
+    topic = acl_cluster.topic(unique("AuthCount"))
+    acl_cluster.user("gina", "gina-pw", [entry(f"Topic:{topic}", ["Sub"])])
+
+    def denied(addr: str, protocol: str, reason: str) -> float:
+        return scrape(addr).value("rocketmq_auth_denied_total", default=0.0, protocol_type=protocol, reason=reason)
+
+    before_authn = denied(acl_cluster.proxy_metrics, "grpc", "authentication")
+    before_authz = denied(acl_cluster.proxy_metrics, "grpc", "authorization")
+    msg = rawgrpc.message(topic)
+    assert rawgrpc.send(stub, msg, md=signed("gina", "wrong")).status.code == UNAUTHORIZED  # bad secret
+    assert rawgrpc.send(stub, msg, md=signed("gina", "gina-pw")).status.code == UNAUTHORIZED  # Sub only
+    deadline = time.monotonic() + 10
+    while (denied(acl_cluster.proxy_metrics, "grpc", "authentication") < before_authn + 1
+           or denied(acl_cluster.proxy_metrics, "grpc", "authorization") < before_authz + 1):
+        assert time.monotonic() < deadline, scrape(acl_cluster.proxy_metrics).text
+        time.sleep(0.2)
+
+    # Remoting: an unsigned request to the broker is refused there and counted there.
+    before = denied(acl_cluster.broker_metrics, "remoting", "authentication")
+
+    async def unsigned() -> int:
+        api = MQClientAPI(timeout=10)
+        try:
+            response = await api.invoke(acl_cluster.broker, RequestCode.GET_BROKER_CONFIG, {})
+            return response.code
+        finally:
+            await api.close()
+
+    assert _run(unsigned()) == 16  # NO_PERMISSION
+    assert denied(acl_cluster.broker_metrics, "remoting", "authentication") == before + 1

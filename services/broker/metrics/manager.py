@@ -139,6 +139,7 @@ class BrokerMetricsManager:
         self._revive_in: dict[tuple[str, str, str, str], int] = {}
         self._revive_out: dict[tuple[str, str, int, str], int] = {}
         self._revive_retry: dict[tuple[str, str, str], int] = {}
+        self._auth_denied: dict[str, int] = {}  # reason -> Remoting requests refused by ACL 2.0
         self._extra_sources: list[m.Source] = []
         self._registered = False
 
@@ -304,6 +305,10 @@ class BrokerMetricsManager:
         key = (group, topic, put_status)
         self._revive_retry[key] = self._revive_retry.get(key, 0) + 1
 
+    def on_auth_denied(self, reason: str) -> None:
+        """A Remoting request refused by ACL 2.0 (reason: authentication | authorization)."""
+        self._auth_denied[reason] = self._auth_denied.get(reason, 0) + 1
+
     def add_source(self, source: m.Source) -> None:
         """Extra families of this broker (timer gauges …), collected with the broker's own."""
         self._extra_sources.append(source)
@@ -413,6 +418,12 @@ class BrokerMetricsManager:
         for key, count in list(self._revive_retry.items()):
             retry.add_metric((*common, *key), count)
         out: list[m.Metric] = [revive_in, revive_out, retry]
+        if self._auth_denied:
+            denied = m.counter("rocketmq_auth_denied_total", "Requests refused by ACL 2.0 (beyond upstream).",
+                               names + ("protocol_type", "reason"))
+            for reason, count in sorted(self._auth_denied.items()):
+                denied.add_metric((*common, "remoting", reason), count)
+            out.append(denied)
         revive = getattr(getattr(self.broker, "pop_service", None), "revive_service", None)
         if revive is not None:
             lag = m.gauge("rocketmq_pop_revive_lag", "Revive log records not yet processed, per revive queue.",
