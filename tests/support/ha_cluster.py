@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orbitmq.auth.client import install_signing
 from orbitmq.client import MQClientAPI
 from orbitmq.common.fastjson import loads
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
@@ -83,7 +84,8 @@ class HACluster:
 
     def __init__(self, runner: ProcessRunner, root: Path, replicas: int = 3, *, all_ack: bool = True,
                  extra_broker: dict[str, str] | None = None, log_level: str = "INFO",
-                 isolated: bool = False) -> None:
+                 isolated: bool = False, extra_proxy: list[str] | None = None,
+                 admin_credentials: tuple[str, str] | None = None) -> None:
         """``isolated``: every replica in its own network namespace (see netns.py), so that
         ``partition``/``heal`` can cut one off; the other services listen on the bridge address."""
         self.runner = runner
@@ -93,6 +95,9 @@ class HACluster:
         self.root = Path(root)
         self.log_level = log_level
         self.api = MQClientAPI(timeout=3.0)
+        self.extra_proxy = list(extra_proxy or [])
+        if admin_credentials is not None:  # brokers with ACL 2.0 on: the test's own calls are signed
+            install_signing(self.api.remoting, admin_credentials)
         self.namesrv_addr = ""
         self.proxy: ManagedProcess | None = None
         self.proxy_port = free_port()
@@ -141,7 +146,7 @@ class HACluster:
         await self.wait_all_in_sync(timeout=wait_master)
         self.proxy = await self.runner.astart(
             "proxy", ["-n", self.namesrv_addr, "--port", str(self.proxy_port), "--log-level", self.log_level,
-                      f"rocketMQClusterName={CLUSTER}"],
+                      f"rocketMQClusterName={CLUSTER}", *self.extra_proxy],
             ready_port=self.proxy_port, ready_text=PROXY_BOOT_TEXT, timeout=30, name="proxy")
 
     async def start_controller(self, c: ControllerNode) -> None:
