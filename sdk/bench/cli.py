@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "failover": ("orbitmq.bench.failover", "client-visible unavailability after kill -9 of the master (local --ha)"),
     "replicas": ("orbitmq.bench.replicas", "send TPS with 3 replicas (allAckInSyncStateSet) vs a single broker"),
     "metrics": ("orbitmq.bench.metrics", "send TPS with Prometheus metrics on vs off, same run"),
+    "auth": ("orbitmq.bench.auth", "send throughput with ACL 2.0 (authentication + authorization) on vs off"),
     "transaction": ("orbitmq.bench.transaction", "transactional send + commit msgs/s vs normal sends/s"),
     "timer": ("orbitmq.bench.timer", "timer messages: msgs/s filed into the wheel, delivery lateness p99"),
     "sdk-producer": ("orbitmq.bench.sdk_producer", "SDK producer with automatic batching vs the official Python client"),

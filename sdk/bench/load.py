@@ -11,10 +11,13 @@ import gc
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
+from orbitmq.auth.signature import grpc_auth_headers, grpc_date_time
 from orbitmq.bench.stats import Stats
 from orbitmq.common.message_id import create_uniq_id
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
@@ -37,11 +40,28 @@ class LoadOptions:
     duration: float = 10.0
     rate: float = 0.0  # messages per second, 0 = as fast as possible
     tag: str = "bench"
+    credentials: tuple[str, str] | None = None  # ACL 2.0 (AccessKey, SecretKey): every request signed
 
 
 def client_metadata(kind: str = "bench") -> list[tuple[str, str]]:
     return [("x-mq-client-id", f"{kind}-{uuid.uuid4().hex[:12]}"), ("x-mq-language", "PYTHON"),
             ("x-mq-client-version", "5.1.2"), ("x-mq-protocol", "v2")]
+
+
+def signed_metadata(base: list[tuple[str, str]], credentials: tuple[str, str] | None) -> Callable[[], list]:
+    """The metadata of the next request: ``base``, plus (with credentials) the signature headers
+    as the official clients send them, computed again only when x-mq-date-time's second changes."""
+    if credentials is None:
+        return lambda: base
+    cache: list[Any] = [None, base]
+
+    def current() -> list[tuple[str, str]]:
+        stamp = grpc_date_time()
+        if stamp != cache[0]:
+            cache[0], cache[1] = stamp, base + grpc_auth_headers(*credentials, stamp)
+        return cache[1]
+
+    return current
 
 
 def build_request(opts: LoadOptions, body: bytes) -> spb.SendMessageRequest:
@@ -66,11 +86,11 @@ async def run_send_load(opts: LoadOptions) -> Stats:
     """
     stats = Stats()
     body = os.urandom(opts.size)
-    metadata = client_metadata("bench-producer")
+    metadata = signed_metadata(client_metadata("bench-producer"), opts.credentials)
     async with grpc.aio.insecure_channel(opts.endpoint, options=CHANNEL_OPTIONS) as channel:
         stub = sgrpc.MessagingServiceStub(channel)
         # Warm the connection and the proxy's route cache outside the measurement.
-        warm = await stub.SendMessage(build_request(opts, body), metadata=metadata, timeout=10)
+        warm = await stub.SendMessage(build_request(opts, body), metadata=metadata(), timeout=10)
         if warm.status.code != pb.Code.OK:
             raise RuntimeError(f"send to {opts.topic} failed: {pb.Code.Name(warm.status.code)} {warm.status.message}")
         stats.warmup_messages = opts.batch  # stored, but outside the timed count
@@ -100,7 +120,7 @@ async def run_send_load(opts: LoadOptions) -> Stats:
                 t0 = perf()
                 failure = None
                 try:
-                    response = await send(request, metadata=metadata, timeout=10)
+                    response = await send(request, metadata=metadata(), timeout=10)
                     if response.status.code != OK:
                         failure = f"{pb.Code.Name(response.status.code)}: {response.status.message}"
                 except grpc.aio.AioRpcError as exc:

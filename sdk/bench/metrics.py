@@ -47,7 +47,7 @@ def start_local(data_dir: str, metrics: bool) -> tuple[subprocess.Popen, str, st
     return proc, f"127.0.0.1:{ports[2]}", url
 
 
-def _tree_cpu_seconds(pid: int) -> float | None:
+def tree_cpu_seconds(pid: int) -> float | None:
     """user + system CPU seconds of ``pid`` and its direct children (Linux /proc); None elsewhere."""
     try:
         ticks = os.sysconf("SC_CLK_TCK")
@@ -77,21 +77,23 @@ async def _scrape_loop(url: str, interval: float, sizes: list[int]) -> None:
             print(f"metrics: scrape failed: {exc}", flush=True)
 
 
-async def _measure(pid: int, endpoint: str, opts: LoadOptions, url: str | None, interval: float) -> dict:
+async def measure_send(pid: int, endpoint: str, opts: LoadOptions, url: str | None, interval: float) -> dict:
+    """One measured send load (after a 1 s warm-up) with the server tree's CPU per message."""
     # Warm-up: creates the topic (first use) and the proxy's routes outside the measurement.
     await run_send_load(LoadOptions(endpoint=endpoint, topic=opts.topic, size=opts.size, concurrency=1,
-                                    batch=opts.batch, duration=1.0))
+                                    batch=opts.batch, duration=1.0, credentials=opts.credentials))
     sizes: list[int] = []
     scraper = asyncio.create_task(_scrape_loop(url, interval, sizes)) if url else None
-    cpu_before = _tree_cpu_seconds(pid)
+    cpu_before = tree_cpu_seconds(pid)
     try:
         summary = (await run_send_load(LoadOptions(endpoint=endpoint, topic=opts.topic, size=opts.size,
                                                    concurrency=opts.concurrency, batch=opts.batch,
-                                                   duration=opts.duration, rate=opts.rate))).summary()
+                                                   duration=opts.duration, rate=opts.rate,
+                                                   credentials=opts.credentials))).summary()
     finally:
         if scraper is not None:
             scraper.cancel()
-    cpu_after = _tree_cpu_seconds(pid)
+    cpu_after = tree_cpu_seconds(pid)
     summary["scrapes"] = len(sizes)
     msgs = summary.get("messages") or 0
     summary["cpu_us_per_msg"] = ((cpu_after - cpu_before) * 1e6 / msgs
@@ -106,7 +108,7 @@ async def run(opts: LoadOptions, rounds: int, interval: float) -> dict:
             with tempfile.TemporaryDirectory(prefix="orbitmq-bench-metrics-") as data_dir:
                 proc, endpoint, url = start_local(data_dir, metrics=label == "on")
                 try:
-                    summary = await _measure(proc.pid, endpoint, opts, url, interval)
+                    summary = await measure_send(proc.pid, endpoint, opts, url, interval)
                 finally:
                     stop_local(proc)
             runs[label].append(summary)

@@ -1,0 +1,114 @@
+"""`orbitmq bench auth`: what ACL 2.0 costs the send path (issue 16's goal: on ≥ 90 % of off).
+
+In one run, the same send load against `orbitmq local` without and with
+``authenticationEnabled`` + ``authorizationEnabled``, alternating off/on for ``--rounds`` rounds
+(each a fresh cluster in a child process). With ACL on, a Normal user holding ``Pub`` on the
+bench topic sends, so the proxy authenticates and authorizes every call and signs its own broker
+calls, which the broker verifies. The client signs in both runs (as an official client with
+credentials does), so the difference is the servers'. Prints each run, the medians, their ratio
+and the servers' CPU per message; never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import tempfile
+from collections.abc import Sequence
+
+from orbitmq.auth.client import install_signing
+from orbitmq.bench.load import LoadOptions
+from orbitmq.bench.local_process import launch_local, local_ports_args
+from orbitmq.bench.metrics import measure_send
+from orbitmq.bench.scenario import stop_local
+from orbitmq.bench.stats import format_summary
+from orbitmq.client import MQClientAPI
+from orbitmq.common.net import free_ports
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+
+TOPIC = "OrbitAuthBench"
+ADMIN = ("benchadmin", "benchadmin-secret")
+INNER = ("benchinner", "benchinner-secret")
+USER = ("benchuser", "benchuser-secret")
+
+
+def start_local(data_dir: str, acl: bool) -> tuple[subprocess.Popen, str, str]:
+    """(process, proxy endpoint, broker address) of an `orbitmq local` with ACL 2.0 on or off."""
+    ports = free_ports(3)
+    keys = [] if not acl else [
+        "authenticationEnabled=true", "authorizationEnabled=true",
+        "initAuthenticationUser=" + json.dumps({"username": ADMIN[0], "password": ADMIN[1]}),
+        "innerClientAuthenticationCredentials=" + json.dumps({"accessKey": INNER[0], "secretKey": INNER[1]})]
+    proc = launch_local(data_dir, [*local_ports_args(*ports), *keys])
+    return proc, f"127.0.0.1:{ports[2]}", f"127.0.0.1:{ports[1]}"
+
+
+async def grant_bench_user(broker: str) -> None:
+    """The Normal user that sends, with Pub (and Create, for the topic's first use) on the topic."""
+    api = MQClientAPI(timeout=10)
+    install_signing(api.remoting, ADMIN)
+    try:
+        for code, header, body in (
+                (RequestCode.AUTH_CREATE_USER, {"username": USER[0]},
+                 {"username": USER[0], "password": USER[1], "userType": "Normal"}),
+                (RequestCode.AUTH_CREATE_ACL, {"subject": f"User:{USER[0]}"},
+                 {"subject": f"User:{USER[0]}", "policies": [{"policyType": "Custom", "entries": [
+                     {"resource": f"Topic:{TOPIC}", "actions": ["Pub", "Create"], "decision": "Allow"}]}]})):
+            response = await api.invoke(broker, code, header, json.dumps(body).encode())
+            if response.code != ResponseCode.SUCCESS:
+                raise RuntimeError(f"auth admin request {code} failed: {response.code} {response.remark}")
+    finally:
+        await api.close()
+
+
+async def run(opts: LoadOptions, rounds: int) -> dict:
+    runs: dict[str, list[dict]] = {"off": [], "on": []}
+    for index in range(rounds):
+        for label in ("off", "on"):
+            with tempfile.TemporaryDirectory(prefix="orbitmq-bench-auth-") as data_dir:
+                proc, endpoint, broker = start_local(data_dir, acl=label == "on")
+                try:
+                    if label == "on":
+                        await grant_bench_user(broker)
+                    summary = await measure_send(proc.pid, endpoint, opts, None, 0.0)
+                finally:
+                    stop_local(proc)
+            runs[label].append(summary)
+            cpu = summary["cpu_us_per_msg"]
+            print(format_summary(f"round {index + 1} ACL {label}", summary)
+                  + (f", server CPU {cpu:.0f} us/msg" if cpu is not None else ""), flush=True)
+    off = statistics.median(r["tps"] for r in runs["off"])
+    on = statistics.median(r["tps"] for r in runs["on"])
+    cpus = {k: [r["cpu_us_per_msg"] for r in v if r["cpu_us_per_msg"] is not None] for k, v in runs.items()}
+    cpu_off = statistics.median(cpus["off"]) if cpus["off"] else None
+    cpu_on = statistics.median(cpus["on"]) if cpus["on"] else None
+    return {"off": runs["off"], "on": runs["on"], "median_off": off, "median_on": on,
+            "ratio": on / off if off else None, "cpu_us_per_msg_off": cpu_off, "cpu_us_per_msg_on": cpu_on,
+            "cpu_ratio": cpu_on / cpu_off if cpu_on and cpu_off else None}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="orbitmq bench auth", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-s", "--size", type=int, default=1024, help="message body size in bytes")
+    parser.add_argument("-w", "--concurrency", type=int, default=32, help="requests in flight")
+    parser.add_argument("-b", "--batch", type=int, default=1, help="messages per SendMessage request")
+    parser.add_argument("-d", "--duration", type=float, default=8.0, help="seconds per measurement")
+    parser.add_argument("-r", "--rounds", type=int, default=3, help="off/on pairs")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(list(argv or []))
+    opts = LoadOptions(topic=TOPIC, size=args.size, concurrency=args.concurrency, batch=args.batch,
+                       duration=args.duration, credentials=USER)
+    summary = asyncio.run(run(opts, max(args.rounds, 1)))
+    if args.json:
+        print(json.dumps(summary))
+    elif summary["ratio"] is not None:
+        print(f"auth: throughput with ACL 2.0 on is {summary['ratio']:.3f} x off "
+              f"(medians {summary['median_on']:.0f} vs {summary['median_off']:.0f} msgs/s)")
+        if summary["cpu_ratio"] is not None:
+            print(f"auth: server CPU per message with ACL 2.0 on is {summary['cpu_ratio']:.3f} x off "
+                  f"(medians {summary['cpu_us_per_msg_on']:.0f} vs {summary['cpu_us_per_msg_off']:.0f} us/msg)")
+    return 0
