@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -22,9 +21,8 @@ from collections.abc import Sequence
 from orbitmq.auth.client import install_signing
 from orbitmq.bench.load import LoadOptions
 from orbitmq.bench.local_process import launch_local, local_ports_args
-from orbitmq.bench.metrics import measure_send
+from orbitmq.bench.metrics import compare_off_on, measure_send
 from orbitmq.bench.scenario import stop_local
-from orbitmq.bench.stats import format_summary
 from orbitmq.client import MQClientAPI
 from orbitmq.common.net import free_ports
 from orbitmq.remoting.codes import RequestCode, ResponseCode
@@ -65,29 +63,17 @@ async def grant_bench_user(broker: str) -> None:
 
 
 async def run(opts: LoadOptions, rounds: int) -> dict:
-    runs: dict[str, list[dict]] = {"off": [], "on": []}
-    for index in range(rounds):
-        for label in ("off", "on"):
-            with tempfile.TemporaryDirectory(prefix="orbitmq-bench-auth-") as data_dir:
-                proc, endpoint, broker = start_local(data_dir, acl=label == "on")
-                try:
-                    if label == "on":
-                        await grant_bench_user(broker)
-                    summary = await measure_send(proc.pid, endpoint, opts, None, 0.0)
-                finally:
-                    stop_local(proc)
-            runs[label].append(summary)
-            cpu = summary["cpu_us_per_msg"]
-            print(format_summary(f"round {index + 1} ACL {label}", summary)
-                  + (f", server CPU {cpu:.0f} us/msg" if cpu is not None else ""), flush=True)
-    off = statistics.median(r["tps"] for r in runs["off"])
-    on = statistics.median(r["tps"] for r in runs["on"])
-    cpus = {k: [r["cpu_us_per_msg"] for r in v if r["cpu_us_per_msg"] is not None] for k, v in runs.items()}
-    cpu_off = statistics.median(cpus["off"]) if cpus["off"] else None
-    cpu_on = statistics.median(cpus["on"]) if cpus["on"] else None
-    return {"off": runs["off"], "on": runs["on"], "median_off": off, "median_on": on,
-            "ratio": on / off if off else None, "cpu_us_per_msg_off": cpu_off, "cpu_us_per_msg_on": cpu_on,
-            "cpu_ratio": cpu_on / cpu_off if cpu_on and cpu_off else None}
+    async def measure(label: str) -> dict:
+        with tempfile.TemporaryDirectory(prefix="orbitmq-bench-auth-") as data_dir:
+            proc, endpoint, broker = start_local(data_dir, acl=label == "on")
+            try:
+                if label == "on":
+                    await grant_bench_user(broker)
+                return await measure_send(proc.pid, endpoint, opts, None, 0.0)
+            finally:
+                stop_local(proc)
+
+    return await compare_off_on(rounds, "ACL", measure)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

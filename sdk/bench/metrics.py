@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from orbitmq.bench.load import LoadOptions, run_send_load
 from orbitmq.bench.local_process import launch_local, local_ports_args
@@ -101,20 +101,18 @@ async def measure_send(pid: int, endpoint: str, opts: LoadOptions, url: str | No
     return summary
 
 
-async def run(opts: LoadOptions, rounds: int, interval: float) -> dict:
+async def compare_off_on(rounds: int, what: str, measure: Callable[[str], Awaitable[dict]]) -> dict:
+    """``measure("off")`` and ``measure("on")`` alternately for ``rounds`` rounds (so drift of the
+    machine hits both alike), each printed; returns both lists, the medians and their ratios
+    (throughput, and the servers' CPU per message)."""
     runs: dict[str, list[dict]] = {"off": [], "on": []}
     for index in range(rounds):
         for label in ("off", "on"):
-            with tempfile.TemporaryDirectory(prefix="orbitmq-bench-metrics-") as data_dir:
-                proc, endpoint, url = start_local(data_dir, metrics=label == "on")
-                try:
-                    summary = await measure_send(proc.pid, endpoint, opts, url, interval)
-                finally:
-                    stop_local(proc)
+            summary = await measure(label)
             runs[label].append(summary)
-            extra = f", {summary['scrapes']} scrapes" if label == "on" else ""
+            extra = f", {summary['scrapes']} scrapes" if summary.get("scrapes") else ""
             cpu = summary["cpu_us_per_msg"]
-            print(format_summary(f"round {index + 1} metrics {label}{extra}", summary)
+            print(format_summary(f"round {index + 1} {what} {label}{extra}", summary)
                   + (f", server CPU {cpu:.0f} us/msg" if cpu is not None else ""), flush=True)
     off = statistics.median(r["tps"] for r in runs["off"])
     on = statistics.median(r["tps"] for r in runs["on"])
@@ -124,6 +122,18 @@ async def run(opts: LoadOptions, rounds: int, interval: float) -> dict:
     return {"off": runs["off"], "on": runs["on"], "median_off": off, "median_on": on,
             "ratio": on / off if off else None, "cpu_us_per_msg_off": cpu_off, "cpu_us_per_msg_on": cpu_on,
             "cpu_ratio": cpu_on / cpu_off if cpu_on and cpu_off else None}
+
+
+async def run(opts: LoadOptions, rounds: int, interval: float) -> dict:
+    async def measure(label: str) -> dict:
+        with tempfile.TemporaryDirectory(prefix="orbitmq-bench-metrics-") as data_dir:
+            proc, endpoint, url = start_local(data_dir, metrics=label == "on")
+            try:
+                return await measure_send(proc.pid, endpoint, opts, url, interval)
+            finally:
+                stop_local(proc)
+
+    return await compare_off_on(rounds, "metrics", measure)
 
 
 def micro(n: int = 200_000) -> dict[str, float]:
