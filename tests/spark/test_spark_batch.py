@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import pytest
 from pyspark.sql import functions as F
 
 from orbitmq import ClientConfig, Message, Producer, PullConsumer
+from orbitmq.client import MQClientAPI
 from tests.spark.conftest import name
 
 
@@ -22,6 +25,20 @@ def endpoints(cluster) -> str:
     return ";".join(cluster.proxies)
 
 
+def _wait_dispatched(cluster, topic: str, queues: int, total: int, timeout: float = 60) -> None:  # noqa: ASYNC109
+    async def max_offsets() -> int:
+        api = MQClientAPI(timeout=10)
+        try:
+            return sum([await api.get_max_offset(cluster.broker, topic, q) for q in range(queues)])
+        finally:
+            await api.close()
+
+    deadline = time.monotonic() + timeout
+    while (found := asyncio.run(max_offsets())) < total:
+        assert time.monotonic() < deadline, f"only {found} of {total} messages dispatched after {timeout}s"
+        time.sleep(0.2)
+
+
 def test_batch_write_then_read_exactly_those_rows(cluster, spark) -> None:
     topic = cluster.create_topic(name("SparkBatch"), queues=4)
     n = 100_000
@@ -31,6 +48,9 @@ def test_batch_write_then_read_exactly_those_rows(cluster, spark) -> None:
                   F.array(F.concat(F.lit("k"), F.col("id").cast("string"))).alias("keys"),
                   F.create_map(F.lit("n"), F.col("id").cast("string")).alias("properties")))
     df.write.format("rocketmq").option("endpoints", endpoints(cluster)).option("topic", topic).mode("append").save()
+    # Acknowledged means in the CommitLog; readable means dispatched to the ConsumeQueues, which
+    # a loaded machine does a moment later (as RocketMQ): "latest" is read once all are there.
+    _wait_dispatched(cluster, topic, 4, n)
 
     read = (spark.read.format("rocketmq").option("endpoints", endpoints(cluster)).option("topic", topic).load())
     assert read.schema.simpleString() == (
