@@ -18,6 +18,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+import orbitmq  # noqa: E402,F401 -- before anything imports grpc: turns gRPC's fork handlers off (sdk/__init__.py)
 from tests.support import ProcessRunner, start_namesrv  # noqa: E402
 
 

@@ -47,7 +47,7 @@ async def test_timer_messages_survive_a_master_failover(ha_cluster: HACluster) -
     master = await cluster.wait_master()
     due: dict[str, int] = {}
     for i in range(20):
-        deliver = _now_ms() + 30_000 + i * 500
+        deliver = _now_ms() + 20_000 + i * 250  # after the 12 s below, the kill and (usually) the election
         uniq = f"TIMERFAILOVER{i:04d}"
         msg = Message(TOPIC, uniq.encode(), properties={"UNIQ_KEY": uniq, "TIMER_DELIVER_MS": str(deliver)})
         result = await cluster.api.send_message(master, BROKER_NAME, msg, "PG_TIMER_FAILOVER", i % QUEUES)

@@ -105,7 +105,8 @@ class Cluster:
         return channel, sgrpc.MessagingServiceStub(channel)
 
 
-def start_cluster(workdir: Path, proxies: int = 2, broker_extra: dict[str, str] | None = None) -> Cluster:
+def start_cluster(workdir: Path, proxies: int = 2, broker_extra: dict[str, str] | None = None,
+                  proxy_extra: dict[str, str] | None = None) -> Cluster:
     runner = ProcessRunner(workdir)
     ns_port, broker_port = free_port(), free_port()
     namesrv = f"127.0.0.1:{ns_port}"
@@ -129,7 +130,8 @@ def start_cluster(workdir: Path, proxies: int = 2, broker_extra: dict[str, str] 
         runner.start("proxy", ["-n", namesrv, "--port", str(port), "grpcClientConsumerMinLongPollingTimeoutMillis=1000",
                                "grpcClientConsumerMaxLongPollingTimeoutMillis=3000",
                                "minInvisibleTimeMillsForRecv=1000", "defaultInvisibleTimeMills=3000",
-                               "renewAheadTimeMillis=1500", "renewSchedulePeriodMillis=300"], ready_port=port, name=f"proxy-{index}")
+                               "renewAheadTimeMillis=1500", "renewSchedulePeriodMillis=300",
+                               *(f"{k}={v}" for k, v in (proxy_extra or {}).items())], ready_port=port, name=f"proxy-{index}")
         addrs.append(f"127.0.0.1:{port}")
     return Cluster(runner, namesrv, f"127.0.0.1:{broker_port}", addrs)
 

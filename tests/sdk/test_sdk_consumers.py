@@ -267,7 +267,7 @@ async def test_pull_subscription_picks_up_new_queues(env: SdkEnv, monkeypatch) -
         await consumer.subscribe(topic)
         assert [q.queue_id for q in consumer.assignment()] == [0]
         env.cluster.create_topic(topic, queues=3)  # the topic grows to three queues
-        # The proxy refreshes its routes every topicRouteServiceCacheRefreshSeconds (20 s).
+        # The proxy refreshes its routes every topicRouteServiceCacheRefreshSeconds (2 s in these clusters).
         end = time.monotonic() + 40
         while len(consumer.assignment()) < 3 and time.monotonic() < end:
             consumer.invalidate_route(topic)

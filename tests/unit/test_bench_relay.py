@@ -8,6 +8,7 @@ import socket
 import grpc
 import pytest
 
+from orbitmq.bench import scenario
 from orbitmq.bench.baseline import RELAY_RECEIPT_HANDLE, EchoService, RelayTopic
 from orbitmq.bench.scenario import machine_busy, print_goals
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
@@ -131,3 +132,13 @@ def test_machine_busy_is_the_busy_share_between_two_readings() -> None:
     assert machine_busy((100, 1000), (190, 1100)) == pytest.approx(0.9)
     assert machine_busy(None, (1, 2)) is None
     assert machine_busy((5, 10), (5, 10)) is None
+
+
+def test_repeat_runs_the_scenario_that_often_and_judges_the_medians(monkeypatch, capsys) -> None:
+    figures = iter([_run(0.43, 60.0), _run(0.56, 38.0), _run(0.53, 48.0)])
+    monkeypatch.setattr(scenario, "run_scenario", lambda args, mode: next(figures))
+    assert scenario.main(["--repeat", "3", "--rate", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("== run ")] == [
+        "== run 1 of 3", "== run 2 of 3", "== run 3 of 3"]
+    assert "median of 3 runs" in out and "runs: batch-32 ratio 43%, 56%, 53%" in out
