@@ -15,6 +15,7 @@ from datetime import datetime
 
 from orbitmq.clientcore.errors import BadRequestError, Code
 from orbitmq.common.message_id import create_uniq_id
+from orbitmq.common.protowire import varint as _varint
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 
 _HOST = os.uname().nodename if hasattr(os, "uname") else "localhost"
@@ -31,15 +32,6 @@ def _to_ms(value: float | int | datetime) -> int:
 
 _NORMAL, _FIFO, _DELAY = pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY
 _IDENTITY = pb.Encoding.IDENTITY
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _field(tag: bytes, raw: bytes) -> bytes:

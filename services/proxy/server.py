@@ -13,7 +13,7 @@ from orbitmq.client import MQClientAPI, TopicRouteCache, parse_namesrv_addr
 from orbitmq.common.metrics import hub, metrics_enabled
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
 from orbitmq.proxy import tls
-from orbitmq.proxy.auth import new_auth_interceptor
+from orbitmq.proxy.auth import new_proxy_auth_checker
 from orbitmq.proxy.client_manager import ClientManager
 from orbitmq.proxy.cluster import ClusterService, FailoverStats
 from orbitmq.proxy.config import ProxyConfig
@@ -90,13 +90,12 @@ class ProxyServer:
             tracer.start()
         service.recall = RecallActivity(cfg, cluster)  # RecallMessage (services/proxy/recall.py)
         limit = cfg.grpc_max_inbound_message_size
-        interceptors: list[grpc.aio.ServerInterceptor] = []
-        if cfg.auth_enabled:  # ACL 2.0 (services/proxy/auth.py)
-            auth = new_auth_interceptor(cfg, cluster, self.api)
+        if cfg.auth_enabled:  # ACL 2.0 (services/proxy/auth.py), inside the metrics' wrappers: refusals counted
+            auth = new_proxy_auth_checker(cfg, cluster, self.api)
             if self.metrics is not None:
                 auth.on_denied = self.metrics.on_auth_denied  # rocketmq_auth_denied_total
-            interceptors.append(auth)
-        server = grpc.aio.server(interceptors=interceptors or None, options=[
+            auth.instrument(service)
+        server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
@@ -104,6 +103,11 @@ class ProxyServer:
             ("grpc.max_concurrent_streams", cfg.grpc_max_concurrent_streams_per_connection),
             ("grpc.keepalive_time_ms", cfg.grpc_keepalive_time_millis),
             ("grpc.keepalive_timeout_ms", cfg.grpc_keepalive_timeout_millis),
+            # gRPC core closes on an unanswered keepalive ping only after its own ping timeout (1 min
+            # by default), whatever keepalive_timeout says: a client that never reads (and so never
+            # answers) would hold its streams and what they popped that long
+            # (tests/integration/test_abusive_grpc.py).
+            ("grpc.http2.ping_timeout_ms", cfg.grpc_keepalive_timeout_millis),
             ("grpc.max_connection_idle_ms", cfg.grpc_max_connection_idle_millis),
         ])
         if self.metrics is not None:

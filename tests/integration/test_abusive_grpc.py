@@ -1,6 +1,7 @@
 """Abusive gRPC clients against a real proxy process (issue 16, item 5): 2,000 idle TCP
-connections and a flood of Telemetry streams, while a well-behaved client is answered throughout
-and the proxy's resident memory stays under a stated bound."""
+connections, a flood of Telemetry streams and a client that never reads its socket, while a
+well-behaved client is answered throughout and the proxy's resident memory stays under a stated
+bound."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf.duration_pb2 import Duration
 
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
@@ -21,6 +23,8 @@ from tests.support import ProcessRunner, free_port
 # The proxy's resident set must stay under this while it is abused.
 RSS_BOUND_BYTES = 300 * 1024 * 1024
 TELEMETRY_LIMIT = 200
+# Server keepalive pings: a connection whose client answers none is closed after about twice this.
+KEEPALIVE_MS = 2000
 
 
 def _rss(pid: int) -> int:
@@ -54,7 +58,9 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]
         runner.start("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
                      name="broker", timeout=30)
         proc = runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "autoCreateTopicEnable=true",
-                                      f"grpcMaxTelemetryStreams={TELEMETRY_LIMIT}"],
+                                      f"grpcMaxTelemetryStreams={TELEMETRY_LIMIT}",
+                                      f"grpcKeepaliveTimeMillis={KEEPALIVE_MS}",
+                                      f"grpcKeepaliveTimeoutMillis={KEEPALIVE_MS}"],
                             ready_port=proxy_port, name="proxy")
         yield f"127.0.0.1:{proxy_port}", proc.pid
     except BaseException:
@@ -145,3 +151,97 @@ async def test_a_flood_of_telemetry_streams(proxy: tuple[str, int]) -> None:
         reply = await asyncio.wait_for(fresh.read(), 10)
         assert reply.status.code != pb.Code.TOO_MANY_REQUESTS
         fresh.cancel()
+
+
+# ---- a client that never reads -------------------------------------------------------------------
+# HTTP/2 spoken by hand, so that nothing reads the socket behind the test's back (a gRPC client
+# library would, answering pings and granting flow-control window as it goes).
+
+def _h2_frame(frame_type: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes((frame_type, flags)) + stream_id.to_bytes(4, "big") + payload
+
+
+def _hpack_literal(name: str, value: str) -> bytes:
+    """A header field as HPACK's "literal without indexing, new name" (both strings under 127 bytes)."""
+    n, v = name.encode(), value.encode()
+    assert len(n) < 127 and len(v) < 127
+    return b"\x00" + bytes((len(n),)) + n + bytes((len(v),)) + v
+
+
+def _h2_receive_requests(authority: str, topic: str, group: str, streams: int) -> bytes:
+    request = spb.ReceiveMessageRequest(
+        group=pb.Resource(name=group),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
+        filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+        batch_size=32, invisible_duration=Duration(seconds=10), long_polling_timeout=Duration(seconds=5))
+    body = request.SerializeToString()
+    grpc_message = b"\x00" + len(body).to_bytes(4, "big") + body
+    headers = b"".join(_hpack_literal(k, v) for k, v in (
+        (":method", "POST"), (":scheme", "http"), (":path", "/apache.rocketmq.v2.MessagingService/ReceiveMessage"),
+        (":authority", authority), ("content-type", "application/grpc"), ("te", "trailers"),
+        ("x-mq-client-id", "never-reads"), ("x-mq-language", "PYTHON")))
+    out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _h2_frame(0x4, 0, 0) + _h2_frame(0x4, 0x1, 0)  # SETTINGS, its ACK
+    for i in range(streams):
+        stream_id = 2 * i + 1
+        out += _h2_frame(0x1, 0x4, stream_id, headers)  # HEADERS, END_HEADERS
+        out += _h2_frame(0x0, 0x1, stream_id, grpc_message)  # DATA, END_STREAM
+    return out
+
+
+async def test_a_client_that_never_reads_is_closed_and_its_messages_come_back(proxy: tuple[str, int]) -> None:
+    """20 ReceiveMessage streams on one connection whose client never reads: HTTP/2 flow control
+    lets the proxy send at most a window's worth, the keepalive ping goes unanswered and the
+    connection is closed, and what those streams popped is received by a good consumer."""
+    endpoint, pid = proxy
+    host, port = endpoint.rsplit(":", 1)
+    topic, group, count, size = "NeverReadsTopic", "NeverReadsGroup", 96, 64 * 1024
+    async with grpc.aio.insecure_channel(endpoint) as channel:
+        stub = sgrpc.MessagingServiceStub(channel)
+        for start in range(0, count, 16):
+            request = spb.SendMessageRequest(messages=[pb.Message(
+                topic=pb.Resource(name=topic), body=f"{i:04d}".encode() + bytes(size - 4),
+                system_properties=pb.SystemProperties(message_id=f"NEVERREADS{i:06d}", body_encoding=pb.Encoding.IDENTITY,
+                                                      message_type=pb.MessageType.NORMAL))
+                for i in range(start, start + 16)])
+            response = await stub.SendMessage(request, metadata=_md("good-client"), timeout=10)
+            assert response.status.code == pb.Code.OK, response.status
+
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(_h2_receive_requests(endpoint, topic, group, streams=20))
+            await writer.drain()
+            rss_before = _rss(pid)
+            for _ in range(6):  # the proxy answers everyone else meanwhile, within its memory bound
+                await asyncio.sleep(0.5)
+                await _query_route(stub)
+                assert _rss(pid) < RSS_BOUND_BYTES
+            # Now read, for the first time: a window's worth of frames at most, then the close.
+            received = 0
+            async with asyncio.timeout(8 * KEEPALIVE_MS / 1000 + 20):
+                while chunk := await reader.read(65536):
+                    received += len(chunk)
+            assert received < 4 * 65535 + 64 * 1024, received  # the flow-control windows, plus headers and pings
+            print(f"proxy RSS {rss_before / 2**20:.0f} MiB -> {_rss(pid) / 2**20:.0f} MiB; {received} bytes sent "
+                  f"to the client that never read before it was closed")
+        finally:
+            writer.close()
+
+        # Whatever those streams popped becomes visible again: a well-behaved consumer gets all of it.
+        got: dict[str, spb.ReceiveMessageResponse] = {}
+        async with asyncio.timeout(60):
+            while len(got) < count:
+                request = spb.ReceiveMessageRequest(
+                    group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
+                    filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"), batch_size=32,
+                    invisible_duration=Duration(seconds=30), long_polling_timeout=Duration(seconds=5))
+                async for response in stub.ReceiveMessage(request, metadata=_md("good-client"), timeout=20):
+                    if response.HasField("message"):
+                        m = response.message
+                        got.setdefault(m.body[:4].decode(), m)
+                        ack = spb.AckMessageRequest(group=pb.Resource(name=group), topic=pb.Resource(name=topic),
+                                                    entries=[spb.AckMessageEntry(
+                                                        message_id=m.system_properties.message_id,
+                                                        receipt_handle=m.system_properties.receipt_handle)])
+                        assert (await stub.AckMessage(ack, metadata=_md("good-client"), timeout=10)).status.code \
+                            == pb.Code.OK
+        assert sorted(got) == [f"{i:04d}" for i in range(count)]

@@ -1,4 +1,4 @@
-"""What each gRPC request needs under ACL 2.0 (reference §1.4), and the interceptor's caches."""
+"""What each gRPC request needs under ACL 2.0 (reference §1.4), and the checker's caches."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proxy.auth import (
     GRPC_REQUIREMENTS,
-    ProxyAuthInterceptor,
+    ProxyAuthChecker,
     ProxyAuthMetadata,
     settings_requirements,
 )
@@ -72,17 +72,17 @@ class _Meta(ProxyAuthMetadata):
 def test_verified_headers_are_cached_briefly_and_refusals_repeat() -> None:
     config = AuthConfig(authentication_enabled=True, authorization_enabled=True)
     meta = _Meta(config)
-    interceptor = ProxyAuthInterceptor(config, meta)
+    checker = ProxyAuthChecker(config, meta)
     md = dict(grpc_auth_headers("bob", "pw"))
 
     async def go() -> None:
-        assert await interceptor.authenticate(md) == "bob"
-        assert await interceptor.authenticate(md) == "bob"
+        assert await checker.authenticate(md) == "bob"
+        assert await checker.authenticate(md) == "bob"
         assert meta.lookups == 1  # the second call hit the cache
         with pytest.raises(AuthenticationError):
-            await interceptor.authenticate(dict(grpc_auth_headers("bob", "bad")))
+            await checker.authenticate(dict(grpc_auth_headers("bob", "bad")))
         for _ in range(2):  # a cached refusal is still a refusal, with its message
             with pytest.raises(AuthorizationError, match="no matched policies"):
-                await interceptor.authorize("bob", [(Resource.topic("t"), PUB)], "ipv4:10.0.0.1:5")
+                await checker.authorize("bob", [(Resource.topic("t"), PUB)], "ipv4:10.0.0.1:5")
 
     asyncio.run(go())
