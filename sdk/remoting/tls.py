@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import shutil
@@ -96,13 +97,26 @@ def server_ssl_context(config: Any) -> ssl.SSLContext | None:
     if mode == DISABLED or not (test_mode or (cert and key)):
         return None
     if test_mode and not (cert and key and os.path.exists(cert) and os.path.exists(key)):
-        if not (cert and key):
-            base = tempfile.mkdtemp(prefix="orbitmq-remoting-tls-")
-            cert, key = os.path.join(base, "server.crt"), os.path.join(base, "server.key")
-        generate_self_signed(cert, key)
+        if cert and key:
+            generate_self_signed(cert, key)
+        else:
+            cert, key = _test_mode_pair()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     return ctx
+
+
+def _test_mode_pair() -> tuple[str, str]:
+    """tls.test.mode.enable without paths: one self-signed pair per user, made once and reused by
+    every server started that way (a fresh directory per start piled up in the temp dir)."""
+    base = Path(tempfile.gettempdir()) / f"orbitmq-remoting-tls-test-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    cert, key = base / "server.crt", base / "server.key"
+    with open(base / ".lock", "w") as lock:  # servers starting together make one pair
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (cert.exists() and key.exists()):
+            generate_self_signed(str(cert), str(key))
+    return str(cert), str(key)
 
 
 def server_tls_mode(config: Any) -> str:

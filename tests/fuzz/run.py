@@ -30,14 +30,17 @@ def main(argv: list[str]) -> None:
         return
     import atheris
 
+    name, flags = argv[0], argv[1:]
+    work = os.environ.get("FUZZ_WORKDIR") or tempfile.mkdtemp(prefix=f"fuzz-{name}-")
+    os.makedirs(work, exist_ok=True)
+    # The store harnesses' files go in the work directory: libFuzzer ends the process without
+    # Python's atexit, so a temp directory of their own would be left behind.
+    os.environ["FUZZ_STORE_DIR"] = os.path.join(work, "store")
     # Instrument OrbitMQ's own modules (the decoders) for coverage, not the standard library.
     with atheris.instrument_imports(include=["orbitmq", "tests.fuzz"]):
         from tests.fuzz.targets import TARGETS, run_one
-    name, flags = argv[0], argv[1:]
     if name not in TARGETS and name != ALL:
         raise SystemExit(f"unknown harness {name!r}; one of: {', '.join(TARGETS)}, {ALL}")
-    work = os.environ.get("FUZZ_WORKDIR") or tempfile.mkdtemp(prefix=f"fuzz-{name}-")
-    os.makedirs(work, exist_ok=True)
     if name == ALL:  # one process for every harness: its first byte picks the harness
         names = sorted(TARGETS)
         seeds = Path(work) / "seeds"

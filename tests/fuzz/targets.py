@@ -220,8 +220,12 @@ def fuzz_commitlog_record(data: bytes) -> None:
     decode_record(data, 0, False)
 
 
-_STORE_DIR = tempfile.mkdtemp(prefix="orbitmq-fuzz-")
-atexit.register(shutil.rmtree, _STORE_DIR, True)
+if os.environ.get("FUZZ_STORE_DIR"):  # set by tests/fuzz/run.py: inside its work directory
+    _STORE_DIR = os.environ["FUZZ_STORE_DIR"]
+    os.makedirs(_STORE_DIR, exist_ok=True)
+else:  # imported by the replay tests: a process that ends normally
+    _STORE_DIR = tempfile.mkdtemp(prefix="orbitmq-fuzz-")
+    atexit.register(shutil.rmtree, _STORE_DIR, True)
 _FAKE_COMMITLOG = SimpleNamespace(_topic_names={}, delivery_time_of=lambda level, ts: ts + level)
 
 
