@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 
 from orbitmq.auth.config import AuthConfig
+from orbitmq.remoting.server_config import RemotingServerConfig
 
 DEFAULT_LISTEN_PORT = 9878
 CONTROLLER_TYPE_DLEDGER = "DLedger"
@@ -40,7 +41,7 @@ class ControllerConfigError(ValueError):
 
 
 @dataclass
-class ControllerConfig(AuthConfig):  # ACL 2.0 keys: orbitmq.auth.config
+class ControllerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys; Remoting limits and TLS keys
     rocketmq_home: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
     config_store_path: str = field(default_factory=lambda: _home_path("controller", "controller.properties"))
     controller_type: str = CONTROLLER_TYPE_DLEDGER

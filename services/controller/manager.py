@@ -39,7 +39,8 @@ from orbitmq.remoting.client import RemotingClient
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingError
 from orbitmq.remoting.protocol import RemotingCommand
-from orbitmq.remoting.server import RemotingServer
+from orbitmq.remoting.server import RemotingServer, server_limits
+from orbitmq.remoting.tls import client_ssl_context
 
 log = logging.getLogger("orbitmq.controller")
 
@@ -55,8 +56,10 @@ class ControllerManager:
         self.heartbeat_manager.register_broker_inactive_listener(self._on_broker_inactive)
         self.remoting_server = RemotingServer(
             config.bind_address, config.listen_port,
-            max_concurrent_requests=config.controller_request_thread_pool_queue_capacity)
+            max_concurrent_requests=config.controller_request_thread_pool_queue_capacity,
+            **server_limits(config))  # abusive-client limits and tls.server.mode, as every Remoting server
         self.remoting_client = RemotingClient()
+        self.remoting_client.ssl_context = client_ssl_context(config)  # tls.enable (calls to brokers)
         # ACL 2.0: authenticate requests; sign the calls to brokers with the inner credentials
         install_bootstrap_guard(self.remoting_server, config)
         install_signing(self.remoting_client, config.inner_credentials())

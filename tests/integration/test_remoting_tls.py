@@ -1,6 +1,7 @@
 """Remoting over TLS (issue 16, item 3) with TlsSystemConfig's keys: a NameServer and a broker in
 tls.server.mode=permissive serve plaintext and TLS on one port; a broker and a proxy with
-tls.enable=true register, route and send over TLS; an enforcing server refuses plaintext."""
+tls.enable=true register, route and send over TLS; an enforcing server refuses plaintext; a
+controller in enforcing mode elects a broker that talks to it over TLS."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingError
 from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.tls import client_ssl_context
+from tests.integration.test_broker_controller_mode import (
+    BROKER_NAME,
+    BROKER_TIMINGS,
+    CLUSTER,
+    eventually,
+    route_members,
+    write_conf,
+)
 from tests.support import ProcessRunner, free_port
 
 TLS_SERVER = ["tls.test.mode.enable=true", "tls.server.mode=permissive"]
@@ -80,3 +89,41 @@ async def test_enforcing_refuses_plaintext(procs: ProcessRunner, tmp_path: Path)
             await _config(plain, addr)
     finally:
         await plain.close()
+
+
+async def test_controller_in_enforcing_mode_elects_a_broker_over_tls(procs: ProcessRunner, tmp_path: Path) -> None:
+    """The controller's Remoting port takes the same TLS keys as every Remoting server (upstream's
+    TlsSystemConfig is process-wide), and the broker's controller client honours tls.enable."""
+    raft_port, ctl_port, ns_port, broker_port = free_port(), free_port(), free_port(), free_port()
+    ctl_conf = write_conf(tmp_path / "controller.conf", {
+        "controllerDLegerGroup": "G", "controllerDLegerPeers": f"n0-127.0.0.1:{raft_port}",
+        "controllerDLegerSelfId": "n0", "listenPort": ctl_port, "controllerStorePath": tmp_path / "ctl-store",
+        "tls.test.mode.enable": "true", "tls.server.mode": "enforcing"})
+    await procs.astart("controller", ["-c", str(ctl_conf)], ready_text="boot success", timeout=30, name="controller")
+    controller = f"127.0.0.1:{ctl_port}"
+    plain = RemotingClient()
+    try:
+        with pytest.raises((RemotingError, ssl.SSLError, ConnectionError, TimeoutError)):
+            await plain.invoke(controller, RemotingCommand.request(RequestCode.CONTROLLER_GET_METADATA_INFO), 5)
+    finally:
+        await plain.close()
+    await procs.astart("namesrv", [f"listenPort={ns_port}", f"kvConfigPath={tmp_path / 'kv.json'}", *TLS_SERVER],
+                       ready_port=ns_port, name="namesrv", timeout=30)
+    namesrv = f"127.0.0.1:{ns_port}"
+    conf = write_conf(tmp_path / "broker.conf", {
+        "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": -1, "brokerRole": "SLAVE",
+        "brokerIP1": "127.0.0.1", "listenPort": broker_port, "haListenPort": free_port(), "namesrvAddr": namesrv,
+        "enableControllerMode": "true", "controllerAddr": controller, "storePathRootDir": tmp_path / "store",
+        "mappedFileSizeCommitLog": 4 * 1024 * 1024, "tls.enable": "true", **BROKER_TIMINGS})
+    await procs.astart("broker", ["-c", str(conf)], ready_port=broker_port, ready_text="boot success", timeout=30,
+                       name="broker")
+    tls_client = _tls_client()
+    try:
+        async def elected() -> bool:
+            return (await route_members(tls_client, namesrv)).get(0) == f"127.0.0.1:{broker_port}"
+        await eventually(elected, "the broker elected master by the TLS-only controller")
+        response = await tls_client.invoke(controller, RemotingCommand.request(
+            RequestCode.CONTROLLER_GET_METADATA_INFO), 5)
+        assert response.code == ResponseCode.SUCCESS, response.remark
+    finally:
+        await tls_client.close()

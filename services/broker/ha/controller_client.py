@@ -25,6 +25,7 @@ from orbitmq.remoting.client import RemotingClient, split_address
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingError
 from orbitmq.remoting.protocol import RemotingCommand
+from orbitmq.remoting.tls import client_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,7 @@ class ControllerClient:
         self._own_client = client is None
         if self._own_client:
             install_signing(self.client, config.inner_credentials())  # ACL 2.0 inner credentials
+            self.client.ssl_context = client_ssl_context(config)  # tls.enable, as the broker's other calls
         self.timeout = timeout
         self.controller_addrs: list[str] = config.controller_addr_list()
         self.reachable: set[str] = set(self.controller_addrs)
