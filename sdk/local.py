@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from orbitmq.common.runtime import freeze_startup_objects
+from orbitmq.common.runtime import freeze_startup_objects, stop_on_signals, watch_parent
 from orbitmq.config import parse_cli_overrides
 from orbitmq.log import setup_logging
 
@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pin-cpus", action="store_true",
                    help="pin the NameServer+proxy process to the first allowed CPU and the broker child to the "
                         "second (Linux; ignored with --one-process or fewer than two CPUs)")
+    p.add_argument("--proxy-workers", type=int, default=None, metavar="N",
+                   help="proxy processes sharing the gRPC port (SO_REUSEPORT): this process's proxy and N-1 "
+                        "workers; default the CPUs allowed minus one for the broker (at least 1; 1 with --pin-cpus)")
     p.add_argument("--ha", action="store_true",
                    help="the controller-mode quick start instead: three controllers, a broker set of three "
                         "replicas (each its own process), a NameServer and a proxy")
@@ -67,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
                         "kept in <data-dir>/tls; prints how to trust it")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="extra broker.conf / proxy settings")
     return p
+
+
+def default_proxy_workers() -> int:
+    """One proxy process per CPU this process may use, but one CPU left to the broker."""
+    getter = getattr(os, "sched_getaffinity", None)
+    cpus = len(getter(0)) if getter is not None else (os.cpu_count() or 1)
+    return max(1, cpus - 1)
 
 
 def client_example(endpoint: str) -> str:
@@ -200,7 +210,12 @@ class LocalCluster:
 
     def __init__(self, data_dir: str | Path = DEFAULT_DATA_DIR, host: str = "127.0.0.1", namesrv_port: int = 9876,
                  broker_port: int = 10911, proxy_port: int = 8081, overrides: dict[str, str] | None = None,
-                 *, broker_process: bool = False, log_level: str = "WARNING", pin_cpus: bool = False) -> None:
+                 *, broker_process: bool = False, log_level: str = "WARNING", pin_cpus: bool = False,
+                 proxy_workers: int = 1) -> None:
+        if proxy_workers < 1:
+            raise ValueError(f"--proxy-workers must be at least 1, got {proxy_workers}")
+        if pin_cpus and proxy_workers > 1:
+            raise ValueError("--pin-cpus pins the one proxy process to a CPU: use it with --proxy-workers 1")
         self.data_dir = Path(data_dir).expanduser()
         self.host = host
         self.namesrv_port = namesrv_port
@@ -210,6 +225,13 @@ class LocalCluster:
         self.broker_process = broker_process
         self.log_level = log_level
         self.pin_cpus = pin_cpus
+        # proxy_workers > 1: this process's proxy and proxy_workers - 1 `orbitmq proxy --worker`
+        # processes share the gRPC port (services/proxy/workers.py)
+        self.proxy_workers = proxy_workers
+        self.proxy_pool = None
+        self._proxy_values: dict[str, str] = {}
+        self._workers_stop: asyncio.Event | None = None
+        self._workers_task: asyncio.Task[None] | None = None
         self._cpus: tuple[int, int] | None = None
         self.namesrv = None
         self.broker = None
@@ -285,6 +307,7 @@ class LocalCluster:
         broker_cfg, store_cfg = load_configs(None, broker_values, BrokerConfig, MessageStoreConfig)
         broker_cfg.resolve_defaults()
         (proxy_cfg,) = load_configs(None, proxy_values, ProxyConfig)
+        self._proxy_values = proxy_values
         return namesrv_cfg, broker_cfg, store_cfg, proxy_cfg
 
     def _child_argv(self) -> list[str]:
@@ -315,11 +338,28 @@ class LocalCluster:
             await self.broker.start()
             if isinstance(self.broker, BrokerProcess):
                 self._merge_broker_child_metrics()
-            self.proxy = ProxyServer(proxy_cfg, host=self.host)
+            self.proxy = ProxyServer(proxy_cfg, host=self.host, reuse_port=self.proxy_workers > 1)
             await self.proxy.start()
+            if self.proxy_workers > 1:
+                await self._start_proxy_workers()
         except BaseException:
             await self.shutdown()
             raise
+
+    async def _start_proxy_workers(self) -> None:
+        from orbitmq.common.metrics import hub
+        from orbitmq.proxy.workers import ProxyWorkerPool
+
+        skip = {"namesrvAddr", "grpcServerPort", "metricsPromExporterPort"}
+        argv = ["--host", self.host, "-n", self.namesrv_addr, "--port", str(self.proxy.port), "--log-level",
+                self.log_level, *(f"{k}={v}" for k, v in self._proxy_values.items() if k not in skip),
+                "metricsPromExporterPort=0"]
+        self.proxy_pool = ProxyWorkerPool(self.proxy_workers - 1, argv, metrics_host=self.host)
+        await self.proxy_pool.start()
+        hub().add_readiness(f"proxy workers:{id(self):x}", self.proxy_pool.readiness)
+        self._workers_stop = asyncio.Event()
+        self._workers_task = asyncio.create_task(self.proxy_pool.supervise(self._workers_stop),
+                                                 name="ProxyWorkerSupervisor")
 
     def _merge_broker_child_metrics(self) -> None:
         """The child's /metrics joins this process's endpoint; /ready waits for the child."""
@@ -342,6 +382,15 @@ class LocalCluster:
         from orbitmq.common.metrics import hub
 
         hub().remove_readiness(f"broker child:{id(self):x}")
+        hub().remove_readiness(f"proxy workers:{id(self):x}")
+        if self._workers_task is not None:
+            self._workers_stop.set()
+            with contextlib.suppress(Exception):
+                await self._workers_task
+            self._workers_task = None
+        if self.proxy_pool is not None:
+            pool, self.proxy_pool = self.proxy_pool, None
+            await pool.shutdown()
         if self._remote_metrics is not None:
             hub().remove_remote(self.host, self._remote_metrics)
             self._remote_metrics = None
@@ -351,23 +400,6 @@ class LocalCluster:
                 setattr(self, attr, None)
                 with contextlib.suppress(Exception):
                     await service.shutdown()
-
-
-def _stop_on_signals(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-
-
-async def _watch_parent(stop: asyncio.Event) -> None:
-    """Set ``stop`` when stdin (the pipe from the parent) reaches EOF: the parent is gone."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    while await reader.read(4096):
-        pass
-    stop.set()
 
 
 async def run_broker_child(args: argparse.Namespace) -> int:
@@ -382,8 +414,8 @@ async def run_broker_child(args: argparse.Namespace) -> int:
     if args.broker_cpu is not None:
         pin_to_cpu(args.broker_cpu)
     stop = asyncio.Event()
-    _stop_on_signals(stop)
-    watcher = asyncio.create_task(_watch_parent(stop))
+    stop_on_signals(stop)
+    watcher = asyncio.create_task(watch_parent(stop))
     broker = BrokerController(broker_cfg, store_cfg, listen_host=args.host)
     try:
         try:
@@ -446,17 +478,19 @@ async def run(args: argparse.Namespace) -> int:
         overrides = {**tls_overrides(args.data_dir), **overrides}
     cluster = LocalCluster(args.data_dir, args.host, args.namesrv_port, args.broker_port, args.proxy_port,
                            with_default_metrics(overrides, args.host),
-                           broker_process=not args.one_process, log_level=args.log_level, pin_cpus=args.pin_cpus)
+                           broker_process=not args.one_process, log_level=args.log_level, pin_cpus=args.pin_cpus,
+                           proxy_workers=args.proxy_workers or (1 if args.pin_cpus else default_proxy_workers()))
     unknown = cluster.unknown_keys()
     if unknown:
         print(f"orbitmq local: unknown config keys ignored (no NameServer, broker, store or proxy key): "
               f"{', '.join(unknown)}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
-    _stop_on_signals(stop)
+    stop_on_signals(stop)
     await cluster.start()
     freeze_startup_objects()
+    workers = f", {cluster.proxy_workers} proxy processes" if cluster.proxy_workers > 1 else ""
     print(f"OrbitMQ is running. gRPC endpoint: {cluster.endpoint}  (NameServer {cluster.namesrv_addr}, "
-          f"broker {args.host}:{args.broker_port}, data {cluster.data_dir})", flush=True)
+          f"broker {args.host}:{args.broker_port}{workers}, data {cluster.data_dir})", flush=True)
     if cluster.metrics_endpoint:
         print(f"Prometheus metrics: {cluster.metrics_endpoint}  (readiness: "
               f"{cluster.metrics_endpoint.removesuffix('/metrics')}/ready)", flush=True)
@@ -503,6 +537,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     try:
         return asyncio.run(run_broker_child(args) if args.broker_child else run(args))
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, ValueError) as exc:
         print(f"orbitmq local: {exc}", file=sys.stderr)
         return 1

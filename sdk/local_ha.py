@@ -403,8 +403,9 @@ def _ports(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
 
 async def run_ha(args) -> int:
     """`orbitmq local --ha`: start, print, wait for Ctrl-C / SIGTERM, stop everything."""
+    from orbitmq.common.runtime import stop_on_signals
     from orbitmq.config import parse_cli_overrides
-    from orbitmq.local import _stop_on_signals, client_example, with_default_metrics
+    from orbitmq.local import client_example, with_default_metrics
 
     cluster = HALocalCluster(args.data_dir, args.host, args.namesrv_port, args.proxy_port,
                              _ports(args.controller_ports, DEFAULT_CONTROLLER_PORTS),
@@ -413,7 +414,7 @@ async def run_ha(args) -> int:
                              with_default_metrics(parse_cli_overrides(args.overrides), args.host),
                              log_level=args.log_level)
     stop = asyncio.Event()
-    _stop_on_signals(stop)
+    stop_on_signals(stop)
     await cluster.start()
     freeze_startup_objects()
     print(cluster.describe(), flush=True)

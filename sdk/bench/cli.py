@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import importlib
 import inspect
-import os
 import sys
 from collections.abc import Sequence
 
@@ -23,6 +22,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "memory": ("orbitmq.bench.memory", "orbitmq local RSS when idle and after draining --messages messages"),
     "baseline": ("orbitmq.bench.baseline", "the same send load against a bare grpc.aio echo server"),
     "all": ("orbitmq.bench.scenario", "a short orbitmq-local scenario printed against the proxy goals"),
+    "proxy-workers": ("orbitmq.bench.proxy_workers", "single-message send TPS with `orbitmq local --proxy-workers N`"),
     "failover": ("orbitmq.bench.failover", "client-visible unavailability after kill -9 of the master (local --ha)"),
     "replicas": ("orbitmq.bench.replicas", "send TPS with 3 replicas (allAckInSyncStateSet) vs a single broker"),
     "metrics": ("orbitmq.bench.metrics", "send TPS with Prometheus metrics on vs off, same run"),
@@ -45,10 +45,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.parse_args(args)
         parser.print_help(sys.stderr)
         return 2
-    if args[0] == "failover":
-        # It restarts killed replicas from a process whose gRPC proxy is live: gRPC's fork handlers
-        # (read when grpc is imported) broke the restarted child's epoll (SIGABRT) in our runs.
-        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
     module = importlib.import_module(BENCHMARKS[args[0]][0])
     result = module.main(args[1:])
     if inspect.isawaitable(result):

@@ -7,6 +7,7 @@ Modelled on RocketMQ's benchmark Producer: a fixed message size, a number of req
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import time
@@ -41,6 +42,9 @@ class LoadOptions:
     rate: float = 0.0  # messages per second, 0 = as fast as possible
     tag: str = "bench"
     credentials: tuple[str, str] | None = None  # ACL 2.0 (AccessKey, SecretKey): every request signed
+    # gRPC connections the in-flight requests are spread over: one client process holds one, so
+    # `orbitmq proxy --workers N` (one worker per connection) is measured with several
+    connections: int = 1
 
 
 def client_metadata(kind: str = "bench") -> list[tuple[str, str]]:
@@ -87,22 +91,28 @@ async def run_send_load(opts: LoadOptions) -> Stats:
     stats = Stats()
     body = os.urandom(opts.size)
     metadata = signed_metadata(client_metadata("bench-producer"), opts.credentials)
-    async with grpc.aio.insecure_channel(opts.endpoint, options=CHANNEL_OPTIONS) as channel:
-        stub = sgrpc.MessagingServiceStub(channel)
-        # Warm the connection and the proxy's route cache outside the measurement.
-        warm = await stub.SendMessage(build_request(opts, body), metadata=metadata(), timeout=10)
-        if warm.status.code != pb.Code.OK:
-            raise RuntimeError(f"send to {opts.topic} failed: {pb.Code.Name(warm.status.code)} {warm.status.message}")
-        stats.warmup_messages = opts.batch  # stored, but outside the timed count
+    if opts.connections < 1:
+        raise ValueError(f"--connections must be at least 1, got {opts.connections}")
+    # Each channel its own subchannel pool, hence its own TCP connection (grpc shares them otherwise).
+    options = CHANNEL_OPTIONS + ([("grpc.use_local_subchannel_pool", 1)] if opts.connections > 1 else [])
+    async with contextlib.AsyncExitStack() as channels:
+        stubs = [sgrpc.MessagingServiceStub(await channels.enter_async_context(
+            grpc.aio.insecure_channel(opts.endpoint, options=options))) for _ in range(opts.connections)]
+        # Warm each connection and the proxy's route cache outside the measurement.
+        for stub in stubs:
+            warm = await stub.SendMessage(build_request(opts, body), metadata=metadata(), timeout=10)
+            if warm.status.code != pb.Code.OK:
+                raise RuntimeError(
+                    f"send to {opts.topic} failed: {pb.Code.Name(warm.status.code)} {warm.status.message}")
+        stats.warmup_messages = opts.batch * len(stubs)  # stored, but outside the timed count
         loop = asyncio.get_running_loop()
         interval = opts.batch / opts.rate if opts.rate > 0 else 0.0
         slot = 0
-        send = stub.SendMessage
         latencies = stats.latencies_ms
         start_lags = stats.start_lags_ms
         perf = time.perf_counter
 
-        async def worker() -> None:
+        async def worker(send: Callable[..., Any]) -> None:
             nonlocal slot
             while True:
                 if interval:
@@ -141,7 +151,7 @@ async def run_send_load(opts: LoadOptions) -> Stats:
         try:
             start = loop.time()
             end = start + opts.duration
-            await asyncio.gather(*(worker() for _ in range(opts.concurrency)))
+            await asyncio.gather(*(worker(stubs[i % len(stubs)].SendMessage) for i in range(opts.concurrency)))
             stats.elapsed_s = loop.time() - start
         finally:
             gc.enable()
@@ -157,8 +167,11 @@ def add_load_arguments(parser) -> None:
     parser.add_argument("-b", "--batch", type=int, default=1, help="messages per SendMessage request")
     parser.add_argument("-d", "--duration", type=float, default=10.0, help="seconds to run")
     parser.add_argument("-r", "--rate", type=float, default=0.0, help="messages per second (0 = unlimited)")
+    parser.add_argument("-c", "--connections", type=int, default=1,
+                        help="gRPC connections the requests in flight are spread over (one per client process; "
+                             "several to measure `orbitmq proxy --workers N`)")
 
 
 def options_from(args) -> LoadOptions:
     return LoadOptions(endpoint=args.endpoint, topic=args.topic, size=args.size, concurrency=args.concurrency,
-                       batch=args.batch, duration=args.duration, rate=args.rate)
+                       batch=args.batch, duration=args.duration, rate=args.rate, connections=args.connections)

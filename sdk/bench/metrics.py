@@ -89,7 +89,8 @@ async def measure_send(pid: int, endpoint: str, opts: LoadOptions, url: str | No
         summary = (await run_send_load(LoadOptions(endpoint=endpoint, topic=opts.topic, size=opts.size,
                                                    concurrency=opts.concurrency, batch=opts.batch,
                                                    duration=opts.duration, rate=opts.rate,
-                                                   credentials=opts.credentials))).summary()
+                                                   credentials=opts.credentials,
+                                                   connections=opts.connections))).summary()
     finally:
         if scraper is not None:
             scraper.cancel()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
+import signal
+import sys
 
 
 def freeze_startup_objects() -> None:
@@ -15,3 +19,22 @@ def freeze_startup_objects() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+async def watch_parent(stop: asyncio.Event) -> None:
+    """Set ``stop`` when stdin, a pipe only the parent writes to, reaches EOF: the parent is gone
+    (even by SIGKILL), so a child process never outlives it."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while await reader.read(4096):
+        pass
+    stop.set()
+
+
+def stop_on_signals(stop: asyncio.Event) -> None:
+    """SIGINT and SIGTERM set ``stop`` (the servers shut down in order instead of dying)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)

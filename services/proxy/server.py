@@ -35,11 +35,14 @@ log = logging.getLogger("orbitmq.proxy")
 class ProxyServer:
     """A stateless cluster-mode proxy: gRPC in front, Remoting to NameServers and brokers behind."""
 
-    def __init__(self, config: ProxyConfig, host: str = "0.0.0.0") -> None:
+    def __init__(self, config: ProxyConfig, host: str = "0.0.0.0", *, reuse_port: bool = False) -> None:
         if config.proxy_mode.lower() != "cluster":
             raise ValueError(f"proxyMode {config.proxy_mode!r} is not supported: only cluster mode is")
         self.config = config
         self.host = host
+        # SO_REUSEPORT on the public port: one of `orbitmq proxy --workers N` (services/proxy/workers.py).
+        # Off otherwise, so that a second proxy started on a taken port fails instead of sharing it.
+        self.reuse_port = reuse_port
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
         self.api: MQClientAPI | None = None
@@ -98,7 +101,7 @@ class ProxyServer:
         server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", 1 if self.reuse_port else 0),
             # abusive clients (issue 16): streams per connection, half-open and idle connections
             ("grpc.max_concurrent_streams", cfg.grpc_max_concurrent_streams_per_connection),
             ("grpc.keepalive_time_ms", cfg.grpc_keepalive_time_millis),
@@ -145,7 +148,8 @@ class ProxyServer:
                 secure = server.add_secure_port("127.0.0.1:0", creds)
                 if plain == 0 or secure == 0:
                     raise OSError("cannot listen on loopback for the TLS front")
-                self._tls_front = tls.TlsFront(self.host, cfg.grpc_server_port, plain, secure)
+                self._tls_front = tls.TlsFront(self.host, cfg.grpc_server_port, plain, secure,
+                                               reuse_port=self.reuse_port)
                 return -1  # the front's port, once it listens
         if port == 0:
             raise OSError(f"cannot listen on {public}")

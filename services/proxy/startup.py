@@ -1,18 +1,20 @@
-"""`orbitmq proxy`: start a gRPC Proxy (mqproxy) in cluster mode."""
+"""`orbitmq proxy`: start a gRPC Proxy (mqproxy) in cluster mode, in this process or, with
+``--workers N``, in N worker processes sharing the port (services/proxy/workers.py)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from collections.abc import Sequence
 
-from orbitmq.common.runtime import freeze_startup_objects
+from orbitmq.common.metrics import exporter_type, hub
+from orbitmq.common.runtime import freeze_startup_objects, stop_on_signals, watch_parent
 from orbitmq.config import load_configs, parse_cli_overrides
 from orbitmq.log import setup_logging
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.server import ProxyServer
+from orbitmq.proxy.workers import WORKER_METRICS, WORKER_READY, ProxyWorkerPool
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,6 +24,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="gRPC listen port (grpcServerPort, default 8081)")
     p.add_argument("-p", "--print-config", action="store_true", help="print the effective config and exit")
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--host", default="0.0.0.0", help="address the gRPC port binds (default: every address)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="proxy processes serving the one gRPC port (SO_REUSEPORT), e.g. one per core; "
+                        "default 1: this process serves")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # started by --workers
     p.add_argument("overrides", nargs="*", help="extra key=value settings")
     return p
 
@@ -36,20 +43,57 @@ def build_config(args: argparse.Namespace) -> ProxyConfig:
     return config
 
 
-async def serve(config: ProxyConfig) -> None:
-    server = ProxyServer(config)
+async def serve(config: ProxyConfig, host: str = "0.0.0.0", *, worker: bool = False) -> None:
+    server = ProxyServer(config, host, reuse_port=worker)
+    stop = asyncio.Event()
+    stop_on_signals(stop)
     await server.start()
     freeze_startup_objects()
-    print(f"The proxy boot success, gRPC endpoint 127.0.0.1:{server.port}, namesrv {config.namesrv_addr}",
-          flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    watcher: asyncio.Task[None] | None = None
+    if worker:  # lines the supervisor reads (services/proxy/workers.py), then its pipe is watched
+        if exporter_type(config) == "PROM":
+            print(f"{WORKER_METRICS} {config.metrics_prom_exporter_port}", flush=True)
+        print(f"{WORKER_READY} {server.port}", flush=True)
+        watcher = asyncio.create_task(watch_parent(stop))
+    else:
+        print(f"The proxy boot success, gRPC endpoint 127.0.0.1:{server.port}, namesrv {config.namesrv_addr}",
+              flush=True)
     try:
         await stop.wait()
     finally:
+        if watcher is not None:
+            watcher.cancel()
         await server.shutdown()
+
+
+def worker_argv(args: argparse.Namespace, config: ProxyConfig) -> list[str]:
+    """A worker's command line: this one's, on the resolved port, with its metrics on a free port
+    (the supervisor serves the merged endpoint on the configured one)."""
+    return [*(["-c", args.config] if args.config else []), *(["-n", args.namesrv_addr] if args.namesrv_addr else []),
+            "--host", args.host, "--port", str(config.grpc_server_port), "--log-level", args.log_level, *args.overrides,
+            "metricsPromExporterPort=0"]
+
+
+async def serve_workers(config: ProxyConfig, args: argparse.Namespace) -> None:
+    if config.grpc_server_port == 0:
+        raise ValueError("--workers needs a fixed gRPC port (grpcServerPort / --port): the workers share it")
+    metrics_host = config.metrics_prom_exporter_host
+    pool = ProxyWorkerPool(args.workers, worker_argv(args, config),
+                           metrics_host="127.0.0.1" if metrics_host in ("", "0.0.0.0") else metrics_host)
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    readiness = f"proxy workers:{id(pool):x}"
+    hub().add_readiness(readiness, pool.readiness)
+    try:
+        await hub().acquire(config, default_host="0.0.0.0")  # the workers' merged /metrics
+        await pool.start()
+        print(f"The proxy boot success, gRPC endpoint 127.0.0.1:{config.grpc_server_port}, namesrv "
+              f"{config.namesrv_addr}, {args.workers} workers (pids {' '.join(map(str, pool.pids))})", flush=True)
+        await pool.supervise(stop)
+    finally:
+        await pool.shutdown()
+        hub().remove_readiness(readiness)
+        await hub().release(config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,10 +106,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.print_config:
         print(config.to_properties(), end="")
         return 0
+    if args.workers < 1:
+        print(f"orbitmq proxy: --workers must be at least 1, got {args.workers}", file=sys.stderr)
+        return 1
     setup_logging(args.log_level)
     try:
-        asyncio.run(serve(config))
-    except OSError as exc:
+        if args.workers > 1 and not args.worker:
+            asyncio.run(serve_workers(config, args))
+        else:
+            asyncio.run(serve(config, args.host, worker=args.worker))
+    except (OSError, RuntimeError, ValueError) as exc:
         print(f"orbitmq proxy: {exc}", file=sys.stderr)
         return 1
     return 0

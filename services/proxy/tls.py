@@ -209,8 +209,9 @@ class TlsFront:
     """The public port in permissive mode: splices each connection to grpc's plaintext or TLS port."""
 
     def __init__(self, host: str, port: int, plain_port: int | None, tls_port: int | None,
-                 max_connections: int = 100_000) -> None:
+                 max_connections: int = 100_000, *, reuse_port: bool = False) -> None:
         self.host = host
+        self.reuse_port = reuse_port  # a worker of `orbitmq proxy --workers N` shares the port
         self.port = port
         self.plain_port = plain_port
         self.tls_port = tls_port
@@ -223,7 +224,7 @@ class TlsFront:
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Accepted(self), self.host, self.port,
-                                                backlog=1024, reuse_address=True)
+                                                backlog=1024, reuse_address=True, reuse_port=self.reuse_port or None)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
