@@ -144,9 +144,20 @@ async def read_chunk(c: AsyncPullConsumer, mq: MessageQueue, start: int, end: in
                 for s, (got, next_offset) in zip(starts, results, strict=True):
                     if s != nxt:
                         break
-                    messages += [m for m in got if m.queue_offset < end]
-                    nxt = max(nxt, next_offset)
-                    if len(got) < min(PULL_BATCH, stop - s):
+                    # Without a filter a queue's offsets are contiguous: only the run of messages
+                    # starting at s counts, and the read goes on right after it, whatever next
+                    # offset the server named. A gap is retried below and fails loudly if it stays,
+                    # never skipped (retention's removals come back as OffsetOutOfRangeError).
+                    run = 0
+                    while run < len(got) and got[run].queue_offset == s + run:
+                        run += 1
+                    if run < len(got) or (run < min(PULL_BATCH, stop - s) and next_offset > s + run):
+                        log.warning("PullMessage of %s/%s/%d at %d: offsets %s, next offset %d; reading on from %d",
+                                    mq.topic, mq.broker, mq.queue_id, s, [m.queue_offset for m in got][:8],
+                                    next_offset, s + run)
+                    messages += [m for m in got[:run] if m.queue_offset < end]
+                    nxt = s + run
+                    if run < min(PULL_BATCH, stop - s):
                         break
             else:
                 got, next_offset = await c.pull(mq, offset, PULL_BATCH, 0.0, expression)
