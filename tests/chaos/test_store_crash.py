@@ -197,15 +197,15 @@ async def _crash_loop(tmp_path: Path, iterations: int, seed: int, index: bool = 
 
 
 async def test_sigkill_sync_flush_writer_loses_nothing_a(tmp_path):
-    await _crash_loop(tmp_path, 80, seed=1)
+    await _crash_loop(tmp_path, 50, seed=1)
 
 
 async def test_sigkill_sync_flush_writer_loses_nothing_b(tmp_path):
-    await _crash_loop(tmp_path, 80, seed=2)
+    await _crash_loop(tmp_path, 50, seed=2)
 
 
 async def test_sigkill_sync_flush_writer_with_index_loses_nothing(tmp_path):
-    await _crash_loop(tmp_path, 80, seed=3, index=True)
+    await _crash_loop(tmp_path, 60, seed=3, index=True)
 
 
 # --- hand-made damage --------------------------------------------------------------------

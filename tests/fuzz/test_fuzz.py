@@ -16,7 +16,7 @@ from tests.fuzz.targets import TARGETS, run_one
 
 # Seconds of coverage-guided fuzzing per harness here (all harnesses share one atheris process,
 # so the interpreter and the instrumented imports are paid once); `make fuzz` runs each for longer.
-SHORT_RUN_SECONDS_PER_HARNESS = float(os.environ.get("FUZZ_SHORT_SECONDS", "1"))
+SHORT_RUN_SECONDS_PER_HARNESS = float(os.environ.get("FUZZ_SHORT_SECONDS", "0.5"))
 
 
 def _inputs(name: str) -> list[Path]:

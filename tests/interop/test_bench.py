@@ -35,7 +35,7 @@ def test_bench_all_runs_every_scenario_and_prints_the_goals() -> None:
     tests/unit/test_bench_relay.py on the same code with made-up runs."""
     run = subprocess.run([sys.executable, "-m", "orbitmq", "bench", "all", "-d", "1", "--rate", "200", "--pin-cpus",
                           "--repeat", "1", "--drain-messages", "320", "--messages", "320", "--search-start", "100",
-                          "--search-duration", "1", "--search-steps", "2"],
+                          "--search-duration", "1", "--search-steps", "1"],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
     out = run.stdout
