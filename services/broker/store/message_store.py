@@ -31,7 +31,7 @@ from orbitmq.broker.store.model import (
     PutMessageStatus,
 )
 from orbitmq.broker.store.reput import ArrivalListener, Dispatcher, ReputMessageService
-from orbitmq.broker.store.retention import RetentionService
+from orbitmq.broker.store.retention import RetentionService, disk_partition_used_ratio
 from orbitmq.broker.store.running_flags import RunningFlags
 from orbitmq.common.message import MessageConst, MessageExt
 from orbitmq.common.message_codec import RecordError, decode_record
@@ -998,11 +998,8 @@ class MessageStore:
             "brokerRole": cfg.broker_role,
         }
         for name, path in (("commitLogDiskRatio", cfg.commit_log_dir), ("consumeQueueDiskRatio", cfg.consume_queue_dir)):
-            try:
-                usage = shutil.disk_usage(path)
-                info[name] = f"{usage.used / usage.total:.4f}"
-            except OSError:
-                info[name] = "-1"
+            ratio = disk_partition_used_ratio(path)  # what the retention service decides on
+            info[name] = f"{ratio:.4f}" if ratio >= 0 else "-1"
         return info
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from types import SimpleNamespace
 
 from orbitmq.broker.store.config import MessageStoreConfig
 from orbitmq.broker.store.consume_queue import ConsumeQueue
@@ -286,3 +287,12 @@ async def test_store_retention_moves_readers_to_new_min_and_disk_full_refuses_pu
         assert r.status is PutMessageStatus.PUT_OK
     finally:
         await store.shutdown()
+
+
+def test_disk_usage_counts_reserved_blocks_as_free_as_java_does(tmp_path, monkeypatch):
+    """UtilAll's (getTotalSpace - getFreeSpace) / getTotalSpace: f_bfree, not f_bavail. A disk
+    with a large root reservation (22 % used, 16 % available to users) must not read as 84 %
+    full: past diskSpaceCleanForciblyRatio the broker would delete unexpired CommitLog files."""
+    monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(f_blocks=1000, f_bfree=780, f_bavail=160,
+                                                                     f_frsize=4096))
+    assert disk_partition_used_ratio(str(tmp_path)) == 0.22
