@@ -16,11 +16,11 @@ import argparse
 import asyncio
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from orbitmq.common.child_process import ServiceChild
 from orbitmq.common.runtime import freeze_startup_objects, stop_on_signals, watch_parent
 from orbitmq.config import parse_cli_overrides
 from orbitmq.log import setup_logging
@@ -118,87 +118,16 @@ def pin_to_cpu(cpu: int) -> bool:
     return True
 
 
-class BrokerProcess:
-    """The broker of a LocalCluster in a child process (`orbitmq local --broker-child`).
-
-    The child's stdin is a pipe only this process writes to: when this process goes away, even
-    by SIGKILL, the child reads EOF and shuts itself down, so it never outlives its parent.
-    """
+class BrokerProcess(ServiceChild):
+    """The broker of a LocalCluster in a child process (`orbitmq local --broker-child`), which
+    never outlives this one (orbitmq.common.child_process)."""
 
     def __init__(self, argv: list[str]) -> None:
-        self.argv = argv
-        self.port: int | None = None
-        self.metrics_port: int | None = None
-        self._proc: asyncio.subprocess.Process | None = None
-        self._drain: asyncio.Task[None] | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    @property
-    def running(self) -> bool:
-        """Started (store recovered, registered) and not exited."""
-        return self.port is not None and self._proc is not None and self._proc.returncode is None
-
-    async def start(self) -> None:
-        # A session of its own: a terminal's Ctrl-C reaches only the parent, which then stops
-        # the proxy first and the broker second, in order.
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "orbitmq", "local", "--broker-child", *self.argv,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, start_new_session=True)
-        assert self._proc.stdout is not None
-        try:
-            async with asyncio.timeout(BROKER_START_TIMEOUT_SECONDS):
-                while True:
-                    line = (await self._proc.stdout.readline()).decode("utf-8", "replace")
-                    if not line:
-                        code = await self._proc.wait()
-                        raise RuntimeError(f"the broker process exited during start-up (exit code {code})")
-                    if line.startswith(BROKER_READY):
-                        self.port = int(line.rsplit(" ", 1)[1])
-                        break
-                    if line.startswith(BROKER_METRICS):
-                        self.metrics_port = int(line.rsplit(" ", 1)[1])
-                        continue
-                    sys.stdout.write(line)
-        except BaseException:
-            await self.shutdown()
-            raise
-        self._drain = asyncio.create_task(self._forward_output())
-
-    async def _forward_output(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        while line := await self._proc.stdout.readline():
-            sys.stdout.write(line.decode("utf-8", "replace"))
-            sys.stdout.flush()
-
-    async def wait(self) -> int:
-        """The child's exit code once it exits (on its own only if something went wrong)."""
-        if self._proc is None:
-            return 0
-        return await self._proc.wait()
+        super().__init__("the broker process", ["local", "--broker-child", *argv], BROKER_READY, BROKER_METRICS,
+                         start_timeout=BROKER_START_TIMEOUT_SECONDS, stop_timeout=BROKER_STOP_TIMEOUT_SECONDS)
 
     async def shutdown(self) -> None:
-        proc = self._proc
-        if proc is None:
-            return
-        self._proc = None
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), BROKER_STOP_TIMEOUT_SECONDS)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-        if proc.stdin is not None:
-            proc.stdin.close()
-        if self._drain is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._drain, 5)
-            self._drain = None
+        await self.stop()
 
 
 class LocalCluster:

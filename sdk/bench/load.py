@@ -174,4 +174,5 @@ def add_load_arguments(parser) -> None:
 
 def options_from(args) -> LoadOptions:
     return LoadOptions(endpoint=args.endpoint, topic=args.topic, size=args.size, concurrency=args.concurrency,
-                       batch=args.batch, duration=args.duration, rate=args.rate, connections=args.connections)
+                       batch=args.batch, duration=args.duration, rate=args.rate,
+                       connections=getattr(args, "connections", 1))  # bench all's loads have no such flag

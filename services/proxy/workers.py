@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
-import sys
 import time
+
+from orbitmq.common.child_process import ServiceChild
 
 log = logging.getLogger("orbitmq.proxy.workers")
 
@@ -30,82 +30,19 @@ WORKER_STOP_TIMEOUT_SECONDS = 30.0
 RESTART_INTERVAL_SECONDS = 2.0
 
 
-class ProxyWorker:
-    """One `orbitmq proxy --worker` child: its start, its output forwarded, its stop."""
+class ProxyWorker(ServiceChild):
+    """One `orbitmq proxy --worker` child (orbitmq.common.child_process), its metrics host noted."""
 
     def __init__(self, index: int, argv: list[str], metrics_host: str) -> None:
-        self.index = index
         self.name = f"proxy-worker-{index}"
-        self.argv = argv
+        super().__init__(self.name, ["proxy", "--worker", *argv], WORKER_READY, WORKER_METRICS,
+                         start_timeout=WORKER_START_TIMEOUT_SECONDS, stop_timeout=WORKER_STOP_TIMEOUT_SECONDS)
         self.metrics_host = metrics_host
-        self.metrics_port: int | None = None
         self.started_at = 0.0
-        self._proc: asyncio.subprocess.Process | None = None
-        self._forward: asyncio.Task[None] | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.returncode is None
 
     async def start(self) -> None:
         self.started_at = time.monotonic()
-        # A session of its own: a terminal's Ctrl-C reaches the supervisor only, which stops the
-        # workers; stdin is the pipe whose EOF tells a worker the supervisor is gone.
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "orbitmq", "proxy", "--worker", *self.argv,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, start_new_session=True)
-        assert self._proc.stdout is not None
-        try:
-            async with asyncio.timeout(WORKER_START_TIMEOUT_SECONDS):
-                while True:
-                    line = (await self._proc.stdout.readline()).decode("utf-8", "replace")
-                    if not line:
-                        code = await self._proc.wait()
-                        raise RuntimeError(f"{self.name} exited during start-up (exit code {code})")
-                    if line.startswith(WORKER_READY):
-                        break
-                    if line.startswith(WORKER_METRICS):
-                        self.metrics_port = int(line.rsplit(" ", 1)[1])
-                        continue
-                    sys.stdout.write(line)
-        except BaseException:
-            await self.stop()
-            raise
-        self._forward = asyncio.create_task(self._forward_output(), name=f"{self.name}-output")
-
-    async def _forward_output(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        while line := await self._proc.stdout.readline():
-            sys.stdout.write(line.decode("utf-8", "replace"))
-            sys.stdout.flush()
-
-    async def wait(self) -> int:
-        assert self._proc is not None
-        return await self._proc.wait()
-
-    async def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), WORKER_STOP_TIMEOUT_SECONDS)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-        if proc.stdin is not None:
-            proc.stdin.close()
-        if self._forward is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._forward, 5)
-            self._forward = None
+        await super().start()
 
 
 class ProxyWorkerPool:

@@ -53,7 +53,10 @@ def _send_on_new_connection(endpoint: str, body: bytes) -> None:
             system_properties=pb.SystemProperties(message_id=f"WORKERS{time.time_ns():024d}",
                                                   body_encoding=pb.Encoding.IDENTITY,
                                                   message_type=pb.MessageType.NORMAL))])
-        response = stub.SendMessage(request, metadata=(("x-mq-client-id", "workers-test"),), timeout=15)
+        # wait_for_ready: a connection whose handshake the killed worker had queued is reset; the
+        # channel connects again (to a live worker), as a client's retry would.
+        response = stub.SendMessage(request, metadata=(("x-mq-client-id", "workers-test"),), timeout=15,
+                                    wait_for_ready=True)
         assert response.status.code == pb.Code.OK, response.status
 
 
