@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Sequence
 
 from orbitmq.auth.client import install_signing
-from orbitmq.bench.load import LoadOptions
+from orbitmq.bench.load import LoadOptions, add_comparison_arguments
 from orbitmq.bench.local_process import launch_local, local_ports_args
 from orbitmq.bench.metrics import compare_off_on, measure_send
 from orbitmq.bench.scenario import stop_local
@@ -79,12 +79,7 @@ async def run(opts: LoadOptions, rounds: int) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="orbitmq bench auth", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-s", "--size", type=int, default=1024, help="message body size in bytes")
-    parser.add_argument("-w", "--concurrency", type=int, default=32, help="requests in flight")
-    parser.add_argument("-b", "--batch", type=int, default=1, help="messages per SendMessage request")
-    parser.add_argument("-d", "--duration", type=float, default=8.0, help="seconds per measurement")
-    parser.add_argument("-r", "--rounds", type=int, default=3, help="off/on pairs")
-    parser.add_argument("--json", action="store_true")
+    add_comparison_arguments(parser, concurrency=32, duration=8.0, rounds_help="off/on pairs")
     args = parser.parse_args(list(argv or []))
     opts = LoadOptions(topic=TOPIC, size=args.size, concurrency=args.concurrency, batch=args.batch,
                        duration=args.duration, credentials=USER)

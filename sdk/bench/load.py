@@ -172,6 +172,19 @@ def add_load_arguments(parser) -> None:
                              "several to measure `orbitmq proxy --workers N`)")
 
 
+def add_comparison_arguments(parser, *, concurrency: int, duration: float, batch: bool = True,
+                             rounds_help: str | None = None) -> None:
+    """The flags the same-run comparisons share (bench auth, metrics, replicas, proxy-workers)."""
+    parser.add_argument("-s", "--size", type=int, default=1024, help="message body size in bytes")
+    parser.add_argument("-w", "--concurrency", type=int, default=concurrency, help="requests in flight")
+    if batch:
+        parser.add_argument("-b", "--batch", type=int, default=1, help="messages per SendMessage request")
+    parser.add_argument("-d", "--duration", type=float, default=duration, help="seconds per measurement")
+    if rounds_help is not None:
+        parser.add_argument("-r", "--rounds", type=int, default=3, help=rounds_help)
+    parser.add_argument("--json", action="store_true")
+
+
 def options_from(args) -> LoadOptions:
     return LoadOptions(endpoint=args.endpoint, topic=args.topic, size=args.size, concurrency=args.concurrency,
                        batch=args.batch, duration=args.duration, rate=args.rate,

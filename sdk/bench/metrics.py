@@ -28,7 +28,7 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
 
-from orbitmq.bench.load import LoadOptions, run_send_load
+from orbitmq.bench.load import LoadOptions, add_comparison_arguments, run_send_load
 from orbitmq.bench.local_process import launch_local, local_ports_args
 from orbitmq.bench.scenario import stop_local
 from orbitmq.bench.stats import format_summary
@@ -194,17 +194,12 @@ def micro(n: int = 200_000) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="orbitmq bench metrics", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-s", "--size", type=int, default=1024, help="message body size in bytes")
-    parser.add_argument("-w", "--concurrency", type=int, default=16, help="requests in flight")
-    parser.add_argument("-b", "--batch", type=int, default=1, help="messages per SendMessage request")
-    parser.add_argument("-d", "--duration", type=float, default=10.0, help="seconds per measurement")
-    parser.add_argument("-r", "--rounds", type=int, default=3, help="off/on pairs")
+    add_comparison_arguments(parser, concurrency=16, duration=10.0, rounds_help="off/on pairs")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="messages per second (0 = as fast as possible); below saturation the CPU per "
                              "message compares like with like")
     parser.add_argument("--scrape-interval", type=float, default=5.0, help="seconds between scrapes while on")
     parser.add_argument("--micro", action="store_true", help="time the hot-path pieces in this process instead")
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args(list(argv or []))
     if args.micro:
         costs = micro()

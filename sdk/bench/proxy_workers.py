@@ -16,7 +16,7 @@ import statistics
 import tempfile
 from collections.abc import Sequence
 
-from orbitmq.bench.load import LoadOptions
+from orbitmq.bench.load import LoadOptions, add_comparison_arguments
 from orbitmq.bench.local_process import launch_local, local_ports_args
 from orbitmq.bench.metrics import measure_send
 from orbitmq.bench.scenario import stop_local
@@ -59,12 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", default=",".join(map(str, default_counts)),
                         help="proxy process counts to compare, first is the reference (default: 1 and the "
                              "CPUs minus one, at least 2)")
-    parser.add_argument("-s", "--size", type=int, default=1024, help="message body size in bytes")
-    parser.add_argument("-w", "--concurrency", type=int, default=64, help="requests in flight")
+    add_comparison_arguments(parser, concurrency=64, duration=8.0, batch=False, rounds_help="rounds over every count")
     parser.add_argument("-c", "--connections", type=int, default=8, help="gRPC connections (client processes)")
-    parser.add_argument("-d", "--duration", type=float, default=8.0, help="seconds per measurement")
-    parser.add_argument("-r", "--rounds", type=int, default=3, help="rounds over every count")
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args(list(argv or []))
     try:
         counts = [int(x) for x in args.workers.split(",") if x.strip()]

@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from orbitmq.bench.load import LoadOptions, run_send_load
+from orbitmq.bench.load import LoadOptions, add_comparison_arguments, run_send_load
 from orbitmq.bench.local_process import launch_local
 from orbitmq.bench.scenario import start_local, stop_local
 from orbitmq.bench.stats import format_summary
@@ -84,11 +84,7 @@ async def run(opts: LoadOptions) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="orbitmq bench replicas", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-s", "--size", type=int, default=1024, help="message body size in bytes")
-    parser.add_argument("-w", "--concurrency", type=int, default=16, help="requests in flight")
-    parser.add_argument("-b", "--batch", type=int, default=1, help="messages per SendMessage request")
-    parser.add_argument("-d", "--duration", type=float, default=10.0, help="seconds per measurement")
-    parser.add_argument("--json", action="store_true")
+    add_comparison_arguments(parser, concurrency=16, duration=10.0)
     args = parser.parse_args(list(argv or []))
     opts = LoadOptions(topic=TOPIC, size=args.size, concurrency=args.concurrency, batch=args.batch,
                        duration=args.duration)

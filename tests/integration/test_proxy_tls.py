@@ -17,7 +17,7 @@ import pytest
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
-from tests.support import ProcessRunner, free_port
+from tests.support import ProcessRunner, free_port, start_broker, start_namesrv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,17 +28,9 @@ def tls_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
     runner = ProcessRunner(workdir)
     cert, key = workdir / "tls" / "rocketmq.crt", workdir / "tls" / "rocketmq.key"
     try:
-        ns_port, broker_port, proxy_port = free_port(), free_port(), free_port()
-        namesrv = f"127.0.0.1:{ns_port}"
-        runner.start("namesrv", [f"listenPort={ns_port}", f"kvConfigPath={workdir / 'kv.json'}"],
-                     ready_port=ns_port, name="namesrv")
-        conf = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerIP1": "127.0.0.1",
-                "listenPort": broker_port, "storePathRootDir": str(workdir / "store"), "namesrvAddr": namesrv,
-                "mappedFileSizeCommitLog": 4 * 1024 * 1024}
-        conf_path = workdir / "broker.conf"
-        conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
-        runner.start("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
-                     name="broker", timeout=30)
+        proxy_port = free_port()
+        _, namesrv = start_namesrv(runner, name="namesrv")
+        start_broker(runner, workdir, namesrv)
         runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "autoCreateTopicEnable=true",
                                "tlsTestModeEnable=true", f"tlsCertPath={cert}", f"tlsKeyPath={key}",
                                "tls.server.mode=permissive"],

@@ -23,7 +23,7 @@ import pytest
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
-from tests.support import ProcessRunner, free_port
+from tests.support import ProcessRunner, free_port, start_broker, start_namesrv
 
 TOPIC = "WorkersTopic"
 
@@ -74,17 +74,8 @@ def _sent_by_worker(metrics_url: str) -> dict[str, float]:
 def backend(tmp_path: Path) -> Iterator[tuple[ProcessRunner, str]]:
     runner = ProcessRunner(tmp_path / "procs")
     try:
-        ns_port, broker_port = free_port(), free_port()
-        namesrv = f"127.0.0.1:{ns_port}"
-        runner.start("namesrv", [f"listenPort={ns_port}", f"kvConfigPath={tmp_path / 'kv.json'}"],
-                     ready_port=ns_port, name="namesrv")
-        conf = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerIP1": "127.0.0.1",
-                "listenPort": broker_port, "storePathRootDir": str(tmp_path / "store"), "namesrvAddr": namesrv,
-                "mappedFileSizeCommitLog": 4 * 1024 * 1024}
-        conf_path = tmp_path / "broker.conf"
-        conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
-        runner.start("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
-                     name="broker", timeout=30)
+        _, namesrv = start_namesrv(runner, name="namesrv")
+        start_broker(runner, tmp_path, namesrv)
         yield runner, namesrv
     except BaseException:
         print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)

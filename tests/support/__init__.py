@@ -2,7 +2,7 @@
 
 from .net import async_wait_for_port, free_port, port_open, wait_for_port
 from .process import ManagedProcess, ProcessFailed, ProcessRunner
-from .services import NAMESRV_BOOT_TEXT, astart_namesrv, start_namesrv
+from .services import NAMESRV_BOOT_TEXT, astart_namesrv, start_broker, start_namesrv
 
 __all__ = [
     "NAMESRV_BOOT_TEXT",
@@ -13,6 +13,7 @@ __all__ = [
     "async_wait_for_port",
     "free_port",
     "port_open",
+    "start_broker",
     "start_namesrv",
     "wait_for_port",
 ]
