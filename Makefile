@@ -50,12 +50,13 @@ tools:
 	@command -v ip >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
 
 # Two passes: the tests that mostly wait (long polls, timers, subprocesses) on two workers, then
-# the timing-sensitive ones (crashes, partitions, k8s boots, Spark) one at a time. Both always run;
-# the target fails if either did.
+# the timing-sensitive ones (crashes, partitions, k8s boots, Spark, and those marked `serial`) one
+# at a time. Every pass runs; the target fails if any did.
 PARALLEL_TESTS := tests/unit tests/fuzz tests/sdk tests/interop
 test: setup node tools
 	@status=0; \
-	$(BIN)/python -m pytest -q -n 2 $(PARALLEL_TESTS) || status=$$?; \
+	$(BIN)/python -m pytest -q -n 2 -m "not serial" $(PARALLEL_TESTS) || status=$$?; \
+	$(BIN)/python -m pytest -q -m serial $(PARALLEL_TESTS) || status=$$?; \
 	$(BIN)/python -m pytest -q $(addprefix --ignore=,$(PARALLEL_TESTS)) || status=$$?; \
 	exit $$status
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from tests.interop import rawgrpc
@@ -13,6 +15,7 @@ from tests.interop.harness import Cluster, unique
 Code = pb.Code
 
 
+@pytest.mark.serial  # its cancel must reach the proxy within a second: not beside another worker's load
 def test_cancelled_receive_releases_popped_messages(cluster: Cluster) -> None:
     topic = cluster.create_topic(unique("CancelT"), queues=1)
     group = cluster.create_group(unique("CancelG"))
