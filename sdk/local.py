@@ -159,8 +159,6 @@ class LocalCluster:
         self.proxy_workers = proxy_workers
         self.proxy_pool = None
         self._proxy_values: dict[str, str] = {}
-        self._workers_stop: asyncio.Event | None = None
-        self._workers_task: asyncio.Task[None] | None = None
         self._cpus: tuple[int, int] | None = None
         self.namesrv = None
         self.broker = None
@@ -276,7 +274,6 @@ class LocalCluster:
             raise
 
     async def _start_proxy_workers(self) -> None:
-        from orbitmq.common.metrics import hub
         from orbitmq.proxy.workers import ProxyWorkerPool
 
         skip = {"namesrvAddr", "grpcServerPort", "metricsPromExporterPort"}
@@ -284,11 +281,7 @@ class LocalCluster:
                 self.log_level, *(f"{k}={v}" for k, v in self._proxy_values.items() if k not in skip),
                 "metricsPromExporterPort=0"]
         self.proxy_pool = ProxyWorkerPool(self.proxy_workers - 1, argv, metrics_host=self.host)
-        await self.proxy_pool.start()
-        hub().add_readiness(f"proxy workers:{id(self):x}", self.proxy_pool.readiness)
-        self._workers_stop = asyncio.Event()
-        self._workers_task = asyncio.create_task(self.proxy_pool.supervise(self._workers_stop),
-                                                 name="ProxyWorkerSupervisor")
+        await self.proxy_pool.start()  # kept running (a dead worker started again) until shutdown
 
     def _merge_broker_child_metrics(self) -> None:
         """The child's /metrics joins this process's endpoint; /ready waits for the child."""
@@ -311,12 +304,6 @@ class LocalCluster:
         from orbitmq.common.metrics import hub
 
         hub().remove_readiness(f"broker child:{id(self):x}")
-        hub().remove_readiness(f"proxy workers:{id(self):x}")
-        if self._workers_task is not None:
-            self._workers_stop.set()
-            with contextlib.suppress(Exception):
-                await self._workers_task
-            self._workers_task = None
         if self.proxy_pool is not None:
             pool, self.proxy_pool = self.proxy_pool, None
             await pool.shutdown()

@@ -82,17 +82,14 @@ async def serve_workers(config: ProxyConfig, args: argparse.Namespace) -> None:
                            metrics_host="127.0.0.1" if metrics_host in ("", "0.0.0.0") else metrics_host)
     stop = asyncio.Event()
     stop_on_signals(stop)
-    readiness = f"proxy workers:{id(pool):x}"
-    hub().add_readiness(readiness, pool.readiness)
     try:
         await hub().acquire(config, default_host="0.0.0.0")  # the workers' merged /metrics
         await pool.start()
         print(f"The proxy boot success, gRPC endpoint 127.0.0.1:{config.grpc_server_port}, namesrv "
               f"{config.namesrv_addr}, {args.workers} workers (pids {' '.join(map(str, pool.pids))})", flush=True)
-        await pool.supervise(stop)
+        await stop.wait()
     finally:
         await pool.shutdown()
-        hub().remove_readiness(readiness)
         await hub().release(config)
 
 

@@ -19,6 +19,7 @@ import logging
 import time
 
 from orbitmq.common.child_process import ServiceChild
+from orbitmq.common.metrics import hub
 
 log = logging.getLogger("orbitmq.proxy.workers")
 
@@ -46,13 +47,16 @@ class ProxyWorker(ServiceChild):
 
 
 class ProxyWorkerPool:
-    """N workers, kept at N: a worker that dies is started again."""
+    """N workers, kept at N while started: a worker that dies is started again. Its workers'
+    /metrics join this process's endpoint and its readiness joins /ready while it runs."""
 
     def __init__(self, count: int, argv: list[str], metrics_host: str = "127.0.0.1") -> None:
         if count < 1:
             raise ValueError(f"--workers must be at least 1, got {count}")
         self.workers = [ProxyWorker(i, argv, metrics_host) for i in range(count)]
-        self.restarts = 0
+        self._readiness_name = f"proxy workers:{id(self):x}"
+        self._stop = asyncio.Event()
+        self._supervisor: asyncio.Task[None] | None = None
 
     @property
     def pids(self) -> list[int]:
@@ -63,22 +67,21 @@ class ProxyWorkerPool:
         return True if not down else f"not running: {', '.join(down)}"
 
     async def start(self) -> None:
-        from orbitmq.common.metrics import hub
-
+        """Start every worker and, until ``shutdown``, keep them running."""
         try:
             await asyncio.gather(*(w.start() for w in self.workers))
         except BaseException:
             await self.shutdown()
             raise
         for w in self.workers:
-            if w.metrics_port:
-                hub().add_remote(w.metrics_host, w.metrics_port, w.name)
+            _add_metrics(w)
+        hub().add_readiness(self._readiness_name, self.readiness)
+        self._supervisor = asyncio.create_task(self._supervise(), name="ProxyWorkerSupervisor")
 
-    async def supervise(self, stop: asyncio.Event) -> None:
-        """Until ``stop``: start again each worker that exits."""
-        stopping = asyncio.create_task(stop.wait())
+    async def _supervise(self) -> None:
+        stopping = asyncio.create_task(self._stop.wait())
         try:
-            while not stop.is_set():
+            while not self._stop.is_set():
                 exits = {asyncio.create_task(w.wait()): w for w in self.workers if w.running}
                 done, _ = await asyncio.wait({stopping, *exits}, return_when=asyncio.FIRST_COMPLETED)
                 for task in exits:
@@ -89,38 +92,46 @@ class ProxyWorkerPool:
                     worker = exits[task]
                     log.warning("%s (pid %s) exited with code %s; starting it again", worker.name, worker.pid,
                                 task.result())
-                    await self._restart(worker, stop)
+                    await self._restart(worker)
         finally:
             stopping.cancel()
 
-    async def _restart(self, worker: ProxyWorker, stop: asyncio.Event) -> None:
-        from orbitmq.common.metrics import hub
-
-        if worker.metrics_port:
-            hub().remove_remote(worker.metrics_host, worker.metrics_port)
-            worker.metrics_port = None
+    async def _restart(self, worker: ProxyWorker) -> None:
+        _remove_metrics(worker)
         await worker.stop()
         wait = RESTART_INTERVAL_SECONDS - (time.monotonic() - worker.started_at)
         if wait > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), wait)
-        while not stop.is_set():
+                await asyncio.wait_for(self._stop.wait(), wait)
+        while not self._stop.is_set():
             try:
                 await worker.start()
             except (OSError, RuntimeError, TimeoutError) as exc:
                 log.error("%s did not start again: %s; retrying", worker.name, exc)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), RESTART_INTERVAL_SECONDS)
+                    await asyncio.wait_for(self._stop.wait(), RESTART_INTERVAL_SECONDS)
                 continue
-            self.restarts += 1
-            if worker.metrics_port:
-                hub().add_remote(worker.metrics_host, worker.metrics_port, worker.name)
+            _add_metrics(worker)
             return
 
     async def shutdown(self) -> None:
-        from orbitmq.common.metrics import hub
-
+        self._stop.set()
+        if self._supervisor is not None:
+            with contextlib.suppress(Exception):
+                await self._supervisor
+            self._supervisor = None
+        hub().remove_readiness(self._readiness_name)
         for w in self.workers:
-            if w.metrics_port:
-                hub().remove_remote(w.metrics_host, w.metrics_port)
+            _remove_metrics(w)
         await asyncio.gather(*(w.stop() for w in self.workers), return_exceptions=True)
+
+
+def _add_metrics(worker: ProxyWorker) -> None:
+    if worker.metrics_port:
+        hub().add_remote(worker.metrics_host, worker.metrics_port, worker.name)
+
+
+def _remove_metrics(worker: ProxyWorker) -> None:
+    if worker.metrics_port:
+        hub().remove_remote(worker.metrics_host, worker.metrics_port)
+        worker.metrics_port = None
