@@ -9,21 +9,14 @@ topic, the messages later sent to it are kept in memory and handed to ReceiveMes
 (status, messages, delivery timestamp, as the proxy streams them) and AckMessage answers OK.
 No store, no broker, no conversion: what the same producer and consumer measure through it is
 the floor of an end-to-end run of Python gRPC on this machine. Topics nobody receives from are
-only echoed, so the throughput runs keep nothing. Drained from the relay, a stored backlog gives
-the floor of a receive + ack drain in Python gRPC (``run_relay_drain``).
-
-The forwarding floor (``--forwarding``): the same echo, but each SendMessage first makes the one
-Remoting call the proxy must make per message (SEND_MESSAGE_V2 through the proxy's own client,
-MQClientAPI.send_encoded) to a "null broker" process that answers it at once and stores nothing.
-It is the ceiling of any proxy that forwards to a broker process over Remoting, on this machine:
-what the real proxy reaches is judged against both.
+only echoed, so the throughput runs keep nothing. Drained from the relay, a stored backlog shows
+what a receive + ack drain costs Python gRPC alone (``run_relay_drain``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import subprocess
 import sys
@@ -36,14 +29,10 @@ import grpc
 from orbitmq.bench.drain import DrainResult, drain, fill_and_drain
 from orbitmq.bench.load import CHANNEL_OPTIONS, add_load_arguments, options_from, run_send_load
 from orbitmq.bench.stats import format_summary
-from orbitmq.client import MQClientAPI
-from orbitmq.common.message import MessageConst
+from orbitmq.common.runtime import freeze_startup_objects
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
-from orbitmq.remoting.codes import RequestCode, ResponseCode
-from orbitmq.remoting.protocol import RemotingCommand
-from orbitmq.remoting.server import RemotingServer
 
 RELAY_RECEIPT_HANDLE = "relay"
 
@@ -84,19 +73,12 @@ class RelayTopic:
 
 
 class EchoService(sgrpc.MessagingServiceServicer):
-    def __init__(self, forward_to: str | None = None) -> None:
+    def __init__(self) -> None:
         self.relayed: dict[str, RelayTopic] = {}
-        # The forwarding floor: one SEND_MESSAGE_V2 per message to a null broker at this address.
-        self.forward_to = forward_to
-        self.api = MQClientAPI() if forward_to else None
 
     async def SendMessage(self, request, context):
         ok = pb.Status(code=pb.Code.OK, message="OK")
         messages = request.messages
-        if self.api is not None:
-            for m in messages:
-                await self.api.send_encoded(self.forward_to, NULL_BROKER_NAME, m.topic.name, m.body, "",
-                                            m.system_properties.message_id, "", 0)
         entries = [spb.SendResultEntry(status=ok, message_id=m.system_properties.message_id, offset=i)
                    for i, m in enumerate(messages)]
         if messages and self.relayed:
@@ -133,51 +115,29 @@ class EchoService(sgrpc.MessagingServiceServicer):
         return spb.AckMessageResponse(status=ok, entries=entries)
 
 
-NULL_BROKER_NAME = "null-broker"
 ECHO_READY = "baseline echo server on"
-NULL_BROKER_READY = "null broker on"
 
 
-async def serve(port: int, forward_to: str | None = None) -> None:
+async def serve(port: int) -> None:
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
-    sgrpc.add_MessagingServiceServicer_to_server(EchoService(forward_to), server)
+    sgrpc.add_MessagingServiceServicer_to_server(EchoService(), server)
     bound = server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
+    freeze_startup_objects()  # as every server entry point does (orbitmq.common.runtime)
     print(f"{ECHO_READY} 127.0.0.1:{bound}", flush=True)
     await server.wait_for_termination()
 
 
-async def serve_null_broker(port: int) -> None:
-    """A Remoting server answering every SEND_MESSAGE_V2 as a broker does, storing nothing."""
-    offsets = itertools.count()
-
-    async def send(request: RemotingCommand, _channel) -> RemotingCommand:
-        return request.response_to(ResponseCode.SUCCESS, ext_fields={
-            "msgId": "7F00000100002A9F0000000000000000", "queueId": request.ext_fields.get("e", "0"),
-            "queueOffset": str(next(offsets)), MessageConst.MSG_REGION: "DefaultRegion",
-            MessageConst.TRACE_SWITCH: "false"})
-
-    server = RemotingServer("127.0.0.1", port)
-    server.register(RequestCode.SEND_MESSAGE_V2, send)
-    await server.start()
-    print(f"{NULL_BROKER_READY} 127.0.0.1:{server.port}", flush=True)
-    await asyncio.Event().wait()
-
-
-def _start_child(args: list[str], ready: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "bench", "baseline", *args],
+def start_server_process() -> tuple[subprocess.Popen, str]:
+    """Run the echo server in a child process; returns (process, endpoint)."""
+    proc = subprocess.Popen([sys.executable, "-m", "orbitmq", "bench", "baseline", "--serve", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
-    if ready not in line:
+    if ECHO_READY not in line:
         proc.kill()
         proc.wait()
-        raise RuntimeError(f"{ready.split(' on')[0]} did not start")
+        raise RuntimeError("baseline echo server did not start")
     return proc, line.rsplit(" ", 1)[1].strip()
-
-
-def start_server_process(forward_to: str | None = None) -> tuple[subprocess.Popen, str]:
-    """Run the echo server in a child process; returns (process, endpoint)."""
-    return _start_child(["--serve", "0", *(["--forward", forward_to] if forward_to else [])], ECHO_READY)
 
 
 def stop_server_process(proc: subprocess.Popen) -> None:
@@ -189,21 +149,15 @@ def stop_server_process(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def run_baseline(args, forwarding: bool = False) -> dict[str, float]:
-    """The send load of ``args`` against the echo server (with ``forwarding``, the forwarding floor)."""
-    null_broker, broker_addr = _start_child(["--null-broker"], NULL_BROKER_READY) if forwarding else (None, None)
+def run_baseline(args) -> dict[str, float]:
+    proc, endpoint = start_server_process()
     try:
-        proc, endpoint = start_server_process(broker_addr)
-        try:
-            time.sleep(0.2)
-            opts = options_from(args)
-            opts.endpoint = endpoint
-            return asyncio.run(run_send_load(opts)).summary()
-        finally:
-            stop_server_process(proc)
+        time.sleep(0.2)
+        opts = options_from(args)
+        opts.endpoint = endpoint
+        return asyncio.run(run_send_load(opts)).summary()
     finally:
-        if null_broker is not None:
-            stop_server_process(null_broker)
+        stop_server_process(proc)
 
 
 async def _relay_fill_and_drain(endpoint: str, messages: int, size: int) -> DrainResult:
@@ -215,7 +169,7 @@ async def _relay_fill_and_drain(endpoint: str, messages: int, size: int) -> Drai
 
 def run_relay_drain(messages: int, size: int = 1024) -> dict:
     """The drain of ``bench drain`` (fill, then receive + batched ack) from the echo's in-memory
-    relay: no store, no broker, no conversion; the floor of that protocol shape in Python gRPC."""
+    relay: no store, no broker, no conversion; the same protocol shape served by Python gRPC alone."""
     proc, endpoint = start_server_process()
     try:
         time.sleep(0.2)
@@ -227,22 +181,16 @@ def run_relay_drain(messages: int, size: int = 1024) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="orbitmq bench baseline", description=__doc__)
     add_load_arguments(parser)
-    parser.add_argument("--forwarding", action="store_true",
-                        help="measure the forwarding floor: each SendMessage also makes one SEND_MESSAGE_V2 "
-                             "round trip to a null broker (a Remoting server that answers at once)")
     parser.add_argument("--serve", type=int, metavar="PORT", help="only run the echo server (0 = any port)")
-    parser.add_argument("--forward", metavar="ADDR", help=argparse.SUPPRESS)  # --serve's null broker
-    parser.add_argument("--null-broker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(list(argv or []))
-    if args.serve is not None or args.null_broker:
+    if args.serve is not None:
         try:
-            asyncio.run(serve(args.serve, args.forward) if args.serve is not None else serve_null_broker(0))
+            asyncio.run(serve(args.serve))
         except KeyboardInterrupt:
             pass
         return 0
-    summary = run_baseline(args, args.forwarding)
-    what = "forwarding floor: echo + one SEND_MESSAGE_V2 to a null broker" if args.forwarding else "bare grpc.aio echo"
+    summary = run_baseline(args)
     print(json.dumps(summary) if args.json else format_summary(
-        f"baseline ({what}) size={args.size} batch={args.batch} concurrency={args.concurrency}", summary))
+        f"baseline (bare grpc.aio echo) size={args.size} batch={args.batch} concurrency={args.concurrency}", summary))
     return 0

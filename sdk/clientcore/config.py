@@ -50,7 +50,9 @@ class ClientConfig:
     """Connection settings shared by every client.
 
     ``endpoints``: any proxies of one cluster; requests fail over between them. ``tls``: use a
-    TLS channel (``ca_file`` overrides the system roots; ``tls_server_name`` the expected name).
+    TLS channel (``ca_file`` overrides the system roots; ``tls_server_name`` the expected name;
+    ``cert_file``/``key_file``, PEM, the client certificate a proxy with
+    tls.server.need.client.auth=require asks for).
     """
 
     endpoints: str | Sequence[str]
@@ -60,6 +62,8 @@ class ClientConfig:
     tls: bool = False
     ca_file: str | None = None
     tls_server_name: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
     # Extra grpc channel options, e.g. [("grpc.keepalive_time_ms", 30000)].
     channel_options: list[tuple[str, object]] = field(default_factory=list)
 
@@ -69,5 +73,7 @@ class ClientConfig:
             raise ValueError(f"request_timeout must be a positive number of seconds, not {self.request_timeout!r}")
         if self.credentials is not None and not isinstance(self.credentials, Credentials):
             raise TypeError("credentials must be an orbitmq.Credentials")
-        if self.ca_file and not self.tls:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("cert_file and key_file go together (the client certificate and its key)")
+        if (self.ca_file or self.cert_file) and not self.tls:
             self.tls = True

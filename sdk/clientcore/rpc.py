@@ -42,11 +42,14 @@ class RpcClient:
         self._credentials = self._channel_credentials() if config.tls else None
 
     def _channel_credentials(self) -> grpc.ChannelCredentials:
-        root = None
-        if self.config.ca_file:
-            with open(self.config.ca_file, "rb") as f:
-                root = f.read()
-        return grpc.ssl_channel_credentials(root_certificates=root)
+        def read(path: str | None) -> bytes | None:
+            if not path:
+                return None
+            with open(path, "rb") as f:
+                return f.read()
+        config = self.config
+        return grpc.ssl_channel_credentials(root_certificates=read(config.ca_file), private_key=read(config.key_file),
+                                            certificate_chain=read(config.cert_file))
 
     def metadata(self) -> list[tuple[str, str]]:
         return request_metadata(self.client_id, self.config.namespace, self.config.credentials)

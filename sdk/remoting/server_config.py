@@ -26,6 +26,9 @@ class RemotingServerConfig(ConfigBase):
     # tls.server.certPath/keyPath or self-signed (tls.test.mode.enable; false here, unlike
     # upstream, so plaintext-only stays the default). tls.enable: this process's own Remoting
     # connections use TLS; tls.client.authServer checks the server against tls.client.trustCertPath.
+    # Mutual TLS: tls.server.need.client.auth none | optional | require asks peers for a certificate,
+    # checked against tls.server.trustCertPath (tls.server.authClient=true; see orbitmq.remoting.tls
+    # for why it must be); tls.client.certPath/keyPath is the one this process presents.
     tls_server_mode: str = field(default="permissive", metadata={"key": "tls.server.mode"})
     tls_test_mode_enable: bool = field(default=False, metadata={"key": "tls.test.mode.enable"})
     tls_server_cert_path: str = field(default="", metadata={"key": "tls.server.certPath"})
@@ -33,3 +36,10 @@ class RemotingServerConfig(ConfigBase):
     tls_enable: bool = field(default=False, metadata={"key": "tls.enable"})
     tls_client_auth_server: bool = field(default=False, metadata={"key": "tls.client.authServer"})
     tls_client_trust_cert_path: str = field(default="", metadata={"key": "tls.client.trustCertPath"})
+    tls_server_need_client_auth: str = field(default="none", metadata={"key": "tls.server.need.client.auth"})
+    tls_server_auth_client: bool = field(default=False, metadata={"key": "tls.server.authClient"})
+    tls_server_trust_cert_path: str = field(default="", metadata={"key": "tls.server.trustCertPath"})
+    tls_server_key_password: str = field(default="", metadata={"key": "tls.server.keyPassword"})
+    tls_client_cert_path: str = field(default="", metadata={"key": "tls.client.certPath"})
+    tls_client_key_path: str = field(default="", metadata={"key": "tls.client.keyPath"})
+    tls_client_key_password: str = field(default="", metadata={"key": "tls.client.keyPassword"})

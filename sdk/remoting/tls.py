@@ -7,6 +7,14 @@ decides whether the accepted socket gets TLS. The certificate is ``tls.server.ce
 ``tls.server.keyPath``, or a self-signed pair with ``tls.test.mode.enable``.
 Client: ``tls.enable`` makes a process's Remoting connections TLS; ``tls.client.authServer``
 verifies the server against ``tls.client.trustCertPath`` (off, as upstream's default).
+
+Mutual TLS: ``tls.server.need.client.auth`` none (default) | optional | require makes the server
+ask its TLS peers for a certificate, which ``tls.client.certPath`` / ``tls.client.keyPath`` (with
+``tls.client.keyPassword``) provide. Deviation: upstream with ``tls.server.authClient=false`` asks
+for a certificate and accepts any, signed by anyone, which authenticates nobody; Python's ssl
+cannot ask without verifying, so OrbitMQ refuses to start with that combination and needs
+``tls.server.authClient=true``, verifying against ``tls.server.trustCertPath`` (the system's roots
+when empty, as upstream's default trust manager).
 """
 
 from __future__ import annotations
@@ -28,6 +36,10 @@ from typing import Any
 log = logging.getLogger("orbitmq.remoting")
 
 DISABLED, PERMISSIVE, ENFORCING = "disabled", "permissive", "enforcing"
+# tls.server.need.client.auth (Netty's ClientAuth names, lower case as upstream documents them)
+CLIENT_AUTH_NONE, CLIENT_AUTH_OPTIONAL, CLIENT_AUTH_REQUIRE = "none", "optional", "require"
+_VERIFY_MODES = {CLIENT_AUTH_NONE: ssl.CERT_NONE, CLIENT_AUTH_OPTIONAL: ssl.CERT_OPTIONAL,
+                 CLIENT_AUTH_REQUIRE: ssl.CERT_REQUIRED}
 _TLS_HANDSHAKE = 0x16
 FIRST_BYTE_TIMEOUT_SECONDS = 10.0
 
@@ -91,6 +103,7 @@ def server_ssl_context(config: Any) -> ssl.SSLContext | None:
     mode = str(getattr(config, "tls_server_mode", DISABLED)).strip().lower()
     if mode not in (DISABLED, PERMISSIVE, ENFORCING):
         raise ValueError(f"tls.server.mode {mode!r} is not one of disabled, permissive, enforcing")
+    client_auth = need_client_auth(config)
     cert = getattr(config, "tls_server_cert_path", "")
     key = getattr(config, "tls_server_key_path", "")
     test_mode = bool(getattr(config, "tls_test_mode_enable", False))
@@ -102,8 +115,29 @@ def server_ssl_context(config: Any) -> ssl.SSLContext | None:
         else:
             cert, key = _test_mode_pair()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
+    ctx.load_cert_chain(cert, key, getattr(config, "tls_server_key_password", "") or None)
+    if client_auth != CLIENT_AUTH_NONE:
+        ctx.verify_mode = _VERIFY_MODES[client_auth]
+        trust = getattr(config, "tls_server_trust_cert_path", "")
+        if trust:
+            ctx.load_verify_locations(trust)
+        else:
+            ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     return ctx
+
+
+def need_client_auth(config: Any) -> str:
+    """tls.server.need.client.auth, checked: ValueError for a value upstream would silently read as
+    none, and for asking without verifying (tls.server.authClient=false; see the module's note)."""
+    value = str(getattr(config, "tls_server_need_client_auth", CLIENT_AUTH_NONE) or CLIENT_AUTH_NONE)
+    value = value.strip().lower()
+    if value not in _VERIFY_MODES:
+        raise ValueError(f"tls.server.need.client.auth {value!r} is not one of none, optional, require")
+    if value != CLIENT_AUTH_NONE and not getattr(config, "tls_server_auth_client", False):
+        raise ValueError(f"tls.server.need.client.auth={value} needs tls.server.authClient=true (and "
+                         "tls.server.trustCertPath naming the CA of the client certificates): OrbitMQ does "
+                         "not accept client certificates it has not verified")
+    return value
 
 
 def _test_mode_pair() -> tuple[str, str]:
@@ -137,6 +171,11 @@ def client_ssl_context(config: Any) -> ssl.SSLContext | None:
     else:  # upstream's default: encrypt without checking who answers (tls.client.authServer=false)
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
+    cert, key = getattr(config, "tls_client_cert_path", ""), getattr(config, "tls_client_key_path", "")
+    if cert or key:  # mutual TLS: the certificate this process shows servers that ask for one
+        if not (cert and key):
+            raise ValueError("tls.client.certPath and tls.client.keyPath go together")
+        ctx.load_cert_chain(cert, key, getattr(config, "tls_client_key_password", "") or None)
     return ctx
 
 

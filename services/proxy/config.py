@@ -42,6 +42,16 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     tls_enable: bool = field(default=False, metadata={"key": "tls.enable"})
     tls_client_auth_server: bool = field(default=False, metadata={"key": "tls.client.authServer"})
     tls_client_trust_cert_path: str = field(default="", metadata={"key": "tls.client.trustCertPath"})
+    # Mutual TLS (TlsSystemConfig's keys, as upstream's proxy reads them): the gRPC port asks clients
+    # for a certificate with tls.server.need.client.auth=require, verified against
+    # tls.server.trustCertPath; the Remoting connections present tls.client.certPath/keyPath.
+    # grpcio's server can only require a client certificate or not ask: optional is refused.
+    tls_server_need_client_auth: str = field(default="none", metadata={"key": "tls.server.need.client.auth"})
+    tls_server_auth_client: bool = field(default=False, metadata={"key": "tls.server.authClient"})
+    tls_server_trust_cert_path: str = field(default="", metadata={"key": "tls.server.trustCertPath"})
+    tls_client_cert_path: str = field(default="", metadata={"key": "tls.client.certPath"})
+    tls_client_key_path: str = field(default="", metadata={"key": "tls.client.keyPath"})
+    tls_client_key_password: str = field(default="", metadata={"key": "tls.client.keyPassword"})
     # -- abusive clients (issue 16; OrbitMQ's own keys, upstream leaves these to Netty/executors) --
     # HTTP/2 streams one connection may have open (SETTINGS_MAX_CONCURRENT_STREAMS: clients queue).
     grpc_max_concurrent_streams_per_connection: int = 4096

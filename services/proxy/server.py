@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 
@@ -136,11 +137,14 @@ class ProxyServer:
         both behind a front on the public port that tells them apart by the first byte."""
         cfg = self.config
         public = f"{self.host}:{cfg.grpc_server_port}"
+        tls.need_client_auth(cfg)  # a bad tls.server.need.client.auth stops the start, TLS on or not
         if not tls.tls_enabled(cfg):
             port = server.add_insecure_port(public)
         else:
             chain, key = await tls.server_credentials(cfg)
-            creds = grpc.ssl_server_credentials([(key, chain)])
+            roots = await asyncio.to_thread(tls.client_auth_roots, cfg)
+            creds = grpc.ssl_server_credentials([(key, chain)], root_certificates=roots,
+                                                require_client_auth=roots is not None)
             if tls.parse_tls_mode(cfg.tls_server_mode) == tls.ENFORCING:
                 port = server.add_secure_port(public, creds)
             else:

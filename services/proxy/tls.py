@@ -4,6 +4,9 @@
 TLS on the same port, told apart by the first byte a client sends: a TLS ClientHello record starts
 with 0x16, an HTTP/2 preface with "P") or ``enforcing`` (TLS only). The certificate is
 ``tlsCertPath``/``tlsKeyPath``, or a self-signed pair made at start-up when ``tlsTestModeEnable``.
+Mutual TLS: ``tls.server.need.client.auth=require`` (with ``tls.server.authClient=true``) makes TLS
+clients present a certificate signed by a CA of ``tls.server.trustCertPath``; grpcio's server can
+require one or not ask, so ``optional`` is refused at start-up rather than read as either.
 
 grpcio cannot tell the two apart on one listening socket, so in permissive mode the gRPC server
 listens on two loopback ports (plaintext and TLS, both handled by grpc's C core) and a small
@@ -22,7 +25,12 @@ import logging
 import os
 from pathlib import Path
 
-from orbitmq.remoting.tls import generate_self_signed
+from orbitmq.remoting.tls import (
+    CLIENT_AUTH_NONE,
+    CLIENT_AUTH_OPTIONAL,
+    generate_self_signed,
+    need_client_auth,
+)
 
 log = logging.getLogger("orbitmq.proxy.tls")
 
@@ -62,6 +70,22 @@ def tls_enabled(config: object) -> bool:
     mode = parse_tls_mode(getattr(config, "tls_server_mode", DISABLED))
     has_pair = bool(getattr(config, "tls_cert_path", "") and getattr(config, "tls_key_path", ""))
     return mode != DISABLED and (bool(getattr(config, "tls_test_mode_enable", False)) or has_pair)
+
+
+def client_auth_roots(config: object) -> bytes | None:
+    """The PEM roots client certificates must chain to, or None when clients are not asked for one.
+    Blocking (reads the file). ValueError for what grpcio cannot serve (see the module's note)."""
+    mode = need_client_auth(config)  # none | optional | require, checked as for Remoting
+    if mode == CLIENT_AUTH_NONE:
+        return None
+    if mode == CLIENT_AUTH_OPTIONAL:
+        raise ValueError("tls.server.need.client.auth=optional is not available on the proxy's gRPC port: "
+                         "grpcio's server either requires a client certificate or does not ask (use require)")
+    trust = getattr(config, "tls_server_trust_cert_path", "")
+    if not trust:
+        raise ValueError("tls.server.need.client.auth=require needs tls.server.trustCertPath: the CA "
+                         "certificates client certificates must be signed by")
+    return Path(trust).read_bytes()
 
 
 async def server_credentials(config: object, workdir: str | None = None) -> tuple[bytes, bytes]:
