@@ -45,9 +45,11 @@ proto: $(STAMP)
 run: setup
 	$(BIN)/orbitmq local
 
-# The partition chaos tests put replicas in network namespaces with `ip` (iproute2).
+# The partition chaos tests put replicas in network namespaces with `ip` (iproute2); the TLS tests
+# make certificates with `openssl`.
 tools:
 	@command -v ip >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
+	@command -v openssl >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl)
 
 # Two passes: the tests that mostly wait (long polls, timers, subprocesses) on two workers, then
 # the timing-sensitive ones (crashes, partitions, k8s boots, Spark, and those marked `serial`) one
