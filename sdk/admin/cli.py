@@ -34,6 +34,7 @@ from orbitmq.common.route import RouteDataError
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig, normalize_attributes
 from orbitmq.remoting.errors import RemotingError
+from orbitmq.remoting.tls import DEFAULT_TLS_CONFIG_FILE, tool_ssl_context
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -537,8 +538,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="ACL 2.0: sign requests as this user (else ORBITMQ_ACCESS_KEY)")
         p.add_argument("--secretKey", dest="secret_key", default=os.environ.get("ORBITMQ_SECRET_KEY"),
                        help="ACL 2.0: that user's password (else ORBITMQ_SECRET_KEY)")
+        p.add_argument("--tls", action="store_true", default=_env_true("ORBITMQ_TLS_ENABLE"),
+                       help="talk to NameServers, brokers and controllers over TLS (tls.enable; else "
+                            "ORBITMQ_TLS_ENABLE=true)")
+        p.add_argument("--tlsConfigFile", dest="tls_config_file", default=os.environ.get("ORBITMQ_TLS_CONFIG_FILE"),
+                       help="properties file of tls.client.* keys (upstream's tls.config.file; default "
+                            f"{DEFAULT_TLS_CONFIG_FILE} when it exists): certPath/keyPath for mutual TLS, "
+                            "authServer/trustCertPath")
         configure(p)
     return parser
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() == "true"
 
 
 def _reason(exc: BaseException) -> str:
@@ -554,6 +566,7 @@ async def _run(handler: Handler, args: argparse.Namespace) -> Result:
         return await handler(None, args)  # type: ignore[arg-type]
     addrs = resolve_namesrv_addr(args.namesrv)
     async with MQAdminExt(addrs, timeout=args.timeout) as admin:
+        admin.api.remoting.ssl_context = tool_ssl_context(args.tls, args.tls_config_file)
         if args.access_key:  # ACL 2.0: sign every request (AclClientRPCHook)
             install_signing(admin.api.remoting, (args.access_key, args.secret_key or ""))
         return await handler(admin, args)

@@ -23,6 +23,7 @@ from orbitmq.common import fastjson
 from orbitmq.remoting.client import RemotingClient
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
+from orbitmq.remoting.tls import tool_ssl_context
 
 
 def without_namesrv(handler):
@@ -34,6 +35,7 @@ def without_namesrv(handler):
 def _client(args: argparse.Namespace) -> RemotingClient:
     """A client that signs with --accessKey/--secretKey when given (ACL 2.0 on the controllers)."""
     client = RemotingClient()
+    client.ssl_context = tool_ssl_context(getattr(args, "tls", False), getattr(args, "tls_config_file", None))
     if getattr(args, "access_key", None):
         install_signing(client, (args.access_key, args.secret_key or ""))
     return client

@@ -179,6 +179,25 @@ def client_ssl_context(config: Any) -> ssl.SSLContext | None:
     return ctx
 
 
+# upstream's tls.config.file default: the tls.client.* keys of command-line tools (mqadmin)
+DEFAULT_TLS_CONFIG_FILE = "/etc/rocketmq/tls.properties"
+
+
+def tool_ssl_context(enable: bool, config_file: str | None = None) -> ssl.SSLContext | None:
+    """The Remoting client context of a command-line tool: tls.enable, with the tls.client.* keys
+    of a properties file (upstream's tls.config.file, /etc/rocketmq/tls.properties when it exists
+    and none is named). None when TLS is off."""
+    if not enable:
+        return None
+    from orbitmq.config import load_properties
+    from orbitmq.remoting.server_config import RemotingServerConfig
+
+    path = config_file or (DEFAULT_TLS_CONFIG_FILE if os.path.exists(DEFAULT_TLS_CONFIG_FILE) else None)
+    values = load_properties(path) if path else {}
+    config = RemotingServerConfig.from_mapping({**values, "tls.enable": "true"})
+    return client_ssl_context(config)
+
+
 class PermissiveListener:
     """A listening socket whose connections get TLS or not by their first byte."""
 

@@ -6,7 +6,9 @@ stop the process with a message naming the keys."""
 
 from __future__ import annotations
 
+import asyncio
 import ssl
+import sys
 from pathlib import Path
 
 import grpc
@@ -81,6 +83,21 @@ async def test_a_nameserver_requiring_client_certificates(procs: ProcessRunner, 
         assert b"broker-mtls" in response.body
     finally:
         await client.close()
+    # the admin CLI: --tls with upstream's tls.config.file of tls.client.* keys
+    props = tmp_path / "tls.properties"
+    props.write_text(f"tls.client.certPath={pki.client_cert}\ntls.client.keyPath={pki.client_key}\n"
+                     f"tls.client.authServer=true\ntls.client.trustCertPath={pki.ca_cert}\n", encoding="utf-8")
+    code, out = await _admin("clusterList", "-n", addr, "--tls", "--tlsConfigFile", str(props))
+    assert code == 0 and "broker-mtls" in out, out
+    code, out = await _admin("clusterList", "-n", addr, "--tls")  # TLS without a certificate
+    assert code == 1 and "no NameServer reachable" in out, out
+
+
+async def _admin(*args: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "orbitmq", "admin", *args,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode()
 
 
 @pytest.mark.parametrize(("keys", "message"), [

@@ -14,7 +14,7 @@ import pytest
 from orbitmq import ClientConfig
 from orbitmq.proxy.tls import client_auth_roots
 from orbitmq.remoting.server_config import RemotingServerConfig
-from orbitmq.remoting.tls import client_ssl_context, need_client_auth, server_ssl_context
+from orbitmq.remoting.tls import client_ssl_context, need_client_auth, server_ssl_context, tool_ssl_context
 from tests.support.pki import Pki, make_pki
 
 
@@ -105,3 +105,14 @@ def test_sdk_client_certificate_options() -> None:
         ClientConfig("127.0.0.1:8081", cert_file="/c.pem")
     config = ClientConfig("127.0.0.1:8081", cert_file="/c.pem", key_file="/c.key")
     assert config.tls
+
+
+def test_tools_read_tls_client_keys_from_upstreams_tls_config_file(pki: Pki, tmp_path: Path) -> None:
+    assert tool_ssl_context(False, "/nonexistent") is None  # TLS off: the file is not read
+    props = tmp_path / "tls.properties"
+    props.write_text(f"tls.client.authServer=true\ntls.client.trustCertPath={pki.ca_cert}\n", encoding="utf-8")
+    ctx = tool_ssl_context(True, str(props))
+    assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED
+    props.write_text(f"tls.client.certPath={pki.client_cert}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="go together"):
+        tool_ssl_context(True, str(props))
