@@ -119,8 +119,9 @@ class _Splice(asyncio.Protocol):
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Duck-typed, not asserted: uvloop's transports (ORBITMQ_EVENT_LOOP=uvloop) are no
+        # asyncio.Transport but have every method the splice uses.
+        self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         other = self.other

@@ -83,3 +83,31 @@ def test_the_official_client_with_and_without_tls(tls_proxy: tuple[str, Path]) -
                           timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "SENT True" in proc.stdout and "SENT False" in proc.stdout
+
+
+def test_permissive_front_on_uvloop(tmp_path: Path) -> None:
+    """The front splices uvloop's transports too (ORBITMQ_EVENT_LOOP=uvloop): no asyncio.Transport."""
+    runner = ProcessRunner(tmp_path)
+    cert, key = tmp_path / "tls" / "uv.crt", tmp_path / "tls" / "uv.key"
+    try:
+        proxy_port = free_port()
+        _, namesrv = start_namesrv(runner, name="namesrv")
+        start_broker(runner, tmp_path, namesrv)
+        proxy = runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "autoCreateTopicEnable=true",
+                                       "tlsTestModeEnable=true", f"tlsCertPath={cert}", f"tlsKeyPath={key}",
+                                       "tls.server.mode=permissive"],
+                             ready_port=proxy_port, name="proxy-uvloop", timeout=30,
+                             env={**os.environ, "ORBITMQ_EVENT_LOOP": "uvloop"})
+        assert "uvloop" in Path(f"/proc/{proxy.pid}/maps").read_text()  # really on uvloop
+        endpoint = f"127.0.0.1:{proxy_port}"
+        with grpc.insecure_channel(endpoint) as plain:
+            assert _route(plain).status.code == pb.Code.OK
+        creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        with grpc.secure_channel(endpoint, creds) as secure:
+            assert _route(secure).status.code == pb.Code.OK
+        assert proxy.popen.poll() is None
+    except BaseException:
+        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
+        raise
+    finally:
+        runner.stop_all()
