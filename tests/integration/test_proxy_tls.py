@@ -4,6 +4,7 @@ tls_enable=True; the client's own address survives the splice (ACL source IPs)."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -17,30 +18,36 @@ import pytest
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
-from tests.support import ProcessRunner, free_port, start_broker, start_namesrv
+from tests.support import ManagedProcess, ProcessRunner, free_port, start_broker, start_namesrv
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def tls_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    workdir: Path = tmp_path_factory.mktemp("tls")
+@contextlib.contextmanager
+def _tls_cluster(workdir: Path, env: dict[str, str] | None = None) -> Iterator[tuple[str, Path, ManagedProcess]]:
+    """A NameServer, a broker and a permissive-TLS proxy (test-mode pair): (endpoint, cert, proxy)."""
     runner = ProcessRunner(workdir)
     cert, key = workdir / "tls" / "rocketmq.crt", workdir / "tls" / "rocketmq.key"
     try:
         proxy_port = free_port()
         _, namesrv = start_namesrv(runner, name="namesrv")
         start_broker(runner, workdir, namesrv)
-        runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "autoCreateTopicEnable=true",
-                               "tlsTestModeEnable=true", f"tlsCertPath={cert}", f"tlsKeyPath={key}",
-                               "tls.server.mode=permissive"],
-                     ready_port=proxy_port, name="proxy", timeout=30)
-        yield f"127.0.0.1:{proxy_port}", cert
+        proxy = runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "autoCreateTopicEnable=true",
+                                       "tlsTestModeEnable=true", f"tlsCertPath={cert}", f"tlsKeyPath={key}",
+                                       "tls.server.mode=permissive"],
+                             ready_port=proxy_port, name="proxy", timeout=30, env=env)
+        yield f"127.0.0.1:{proxy_port}", cert, proxy
     except BaseException:
         print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
         raise
     finally:
         runner.stop_all()
+
+
+@pytest.fixture(scope="module")
+def tls_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    with _tls_cluster(tmp_path_factory.mktemp("tls")) as (endpoint, cert, _proxy):
+        yield endpoint, cert
 
 
 def _route(channel: grpc.Channel) -> spb.QueryRouteResponse:
@@ -87,27 +94,11 @@ def test_the_official_client_with_and_without_tls(tls_proxy: tuple[str, Path]) -
 
 def test_permissive_front_on_uvloop(tmp_path: Path) -> None:
     """The front splices uvloop's transports too (ORBITMQ_EVENT_LOOP=uvloop): no asyncio.Transport."""
-    runner = ProcessRunner(tmp_path)
-    cert, key = tmp_path / "tls" / "uv.crt", tmp_path / "tls" / "uv.key"
-    try:
-        proxy_port = free_port()
-        _, namesrv = start_namesrv(runner, name="namesrv")
-        start_broker(runner, tmp_path, namesrv)
-        proxy = runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "autoCreateTopicEnable=true",
-                                       "tlsTestModeEnable=true", f"tlsCertPath={cert}", f"tlsKeyPath={key}",
-                                       "tls.server.mode=permissive"],
-                             ready_port=proxy_port, name="proxy-uvloop", timeout=30,
-                             env={**os.environ, "ORBITMQ_EVENT_LOOP": "uvloop"})
+    with _tls_cluster(tmp_path, env={**os.environ, "ORBITMQ_EVENT_LOOP": "uvloop"}) as (endpoint, cert, proxy):
         assert "uvloop" in Path(f"/proc/{proxy.pid}/maps").read_text()  # really on uvloop
-        endpoint = f"127.0.0.1:{proxy_port}"
         with grpc.insecure_channel(endpoint) as plain:
             assert _route(plain).status.code == pb.Code.OK
         creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
         with grpc.secure_channel(endpoint, creds) as secure:
             assert _route(secure).status.code == pb.Code.OK
         assert proxy.popen.poll() is None
-    except BaseException:
-        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
-        raise
-    finally:
-        runner.stop_all()
