@@ -124,6 +124,41 @@ def test_every_process_is_ready_and_serves_metrics(mc: MetricsCluster) -> None:
     assert n.value("rocketmq_namesrv_live_brokers", cluster="DefaultCluster") == 1
 
 
+def test_timer_wheel_gauges_count_a_waiting_timer_message(mc: MetricsCluster) -> None:
+    """rocketmq_timer_dequeue_lag and rocketmq_timer_message_snapshot{timer_bound_s} (upstream's
+    DefaultStoreMetricsManager) see a message due in about 40 minutes: in the 3600 s bound."""
+    cluster = mc.cluster
+    topic = cluster.create_topic(unique("MetTimerT"), queues=1, message_type="DELAY")
+    common = {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "broker-m", "env": "test"}
+
+    def snapshot(s) -> dict[str, float]:
+        return {x.labels["timer_bound_s"]: x.value for x in s.samples("rocketmq_timer_message_snapshot", **common)}
+
+    before = _wait(lambda: snapshot(scrape(mc.broker_metrics)) and scrape(mc.broker_metrics), 20,
+                   "the first wheel scan")
+    assert set(snapshot(before)) == {"5", "60", "300", "900", "3600", "14400", "28800", "86400"}
+    lag_before = before.value("rocketmq_timer_dequeue_lag", **common)
+    in_hour = snapshot(before)["3600"]
+    producer = Producer(ClientConfiguration(cluster.proxy, Credentials(), request_timeout=10), (topic,))
+    producer.startup()
+    try:
+        msg = Message()
+        msg.topic = topic
+        msg.body = b"in forty minutes"
+        msg.delivery_timestamp = int(time.time()) + 2400  # the Python client sends seconds
+        producer.send(msg)
+    finally:
+        producer.shutdown()
+
+    def counted():
+        s = scrape(mc.broker_metrics)
+        return (s.value("rocketmq_timer_dequeue_lag", **common) == lag_before + 1
+                and snapshot(s)["3600"] == in_hour + 1 and s)
+
+    after = _wait(counted, 30, "the timer message in the wheel gauges")
+    assert after.family("rocketmq_timer_message_snapshot").type == "gauge"
+
+
 def test_proxy_grpc_health(mc: MetricsCluster) -> None:
     with grpc.insecure_channel(mc.cluster.proxy) as channel:
         stub = health_pb2_grpc.HealthStub(channel)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from orbitmq.common import metrics as m
 
+from .timer_metrics import TIMER_DIST_S
+
 if TYPE_CHECKING:
     from .timer_message_store import TimerMessageStore
 
@@ -18,8 +20,9 @@ ENQUEUE_LATENCY_WINDOW_MS = 2000
 
 
 def timer_gauges(timer: TimerMessageStore, manager: Any) -> Iterable[m.Metric]:
-    """rocketmq_timer_enqueue_lag, _enqueue_latency (ms), _dequeue_latency (s, as upstream) and
-    rocketmq_timing_messages{topic}."""
+    """rocketmq_timer_enqueue_lag, _enqueue_latency (ms), _dequeue_lag (every message in the wheel
+    from the read time on), _dequeue_latency (s, as upstream), rocketmq_timing_messages{topic} and
+    rocketmq_timer_message_snapshot{timer_bound_s}."""
     names = manager.label_names
     common = manager.common_labels
     stats = timer.stats()
@@ -32,6 +35,18 @@ def timer_gauges(timer: TimerMessageStore, manager: Any) -> Iterable[m.Metric]:
     enqueue = m.gauge("rocketmq_timer_enqueue_latency", "now - store time of the last filed message (ms).", names)
     enqueue.add_metric(common, latency)
     yield enqueue
+    figures = timer.wheel_figures()  # from a scan at most a few seconds old; None before the first
+    if figures is not None:
+        pending, counts = figures
+        dequeue_lag = m.gauge("rocketmq_timer_dequeue_lag", "Timer messages in the wheel not yet delivered.", names)
+        dequeue_lag.add_metric(common, pending)
+        yield dequeue_lag
+        snapshot = m.gauge("rocketmq_timer_message_snapshot",
+                           "Timer messages due within each bound from now (only the next 24 h).",
+                           (*names, "timer_bound_s"))
+        for bound, count in zip(TIMER_DIST_S, counts, strict=True):
+            snapshot.add_metric((*common, str(bound)), count)
+        yield snapshot
     dequeue = m.gauge("rocketmq_timer_dequeue_latency",
                       "How far the wheel's read time is behind now, in seconds as upstream reports it.", names)
     dequeue.add_metric(common, stats["dequeueLatencySec"] if timer.dequeue_active else 0)

@@ -35,7 +35,7 @@ from .metrics import timer_gauges
 from .put_hook import TimerPutHook
 from .recovery import recover
 from .timer_log import TimerLog, encode_unit
-from .timer_metrics import TimerMetrics
+from .timer_metrics import TIMER_DIST_S, TimerMetrics
 from .wheel import TimerWheel
 from .wheel_math import MAGIC_DELETE, MAGIC_ROLL, effective_roll_window, floor_time, roll_target
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+WHEEL_FIGURES_MAX_AGE_S = 5.0
 CLEAN_TIMER_LOG_INTERVAL_S = 30.0
 
 
@@ -68,6 +69,9 @@ class TimerMessageStore:
         self.commit_queue_offset = 0
         self.curr_write_time_ms = 0
         self.curr_read_time_ms = 0
+        # (monotonic time, wheel figures) of the last scan for the metrics (wheel_figures)
+        self._wheel_figures: tuple[float, tuple[int, list[int]]] | None = None
+        self._wheel_scan: asyncio.Future[None] | None = None
         self.dequeue_active = False
         # A slave files the timer queue only as far as its master has (SlaveSynchronize copies
         # the master's timercheck), so what the master delivered is not filed into live slots.
@@ -254,6 +258,30 @@ class TimerMessageStore:
             dropped = self.timer_log.delete_expired(min_offset)
         if dropped:
             log.info("deleted %d expired timerlog file(s)", dropped)
+
+    def refresh_wheel_figures(self) -> None:
+        """Scan the wheel for rocketmq_timer_dequeue_lag and _message_snapshot. Blocking (tens of
+        ms over the 38 MB file, more with many filled slots): wheel_figures runs it off the loop."""
+        figures = self.wheel.figures(self.curr_read_time_ms, self.now_ms(), TIMER_DIST_S)
+        self._wheel_figures = (time.monotonic(), figures)
+
+    def wheel_figures(self) -> tuple[int, list[int]] | None:
+        """The last scan's (messages pending in the wheel, per-bound counts of TIMER_DIST_S), None
+        before the first; a scrape finding them older than WHEEL_FIGURES_MAX_AGE_S starts a new
+        scan on a worker thread (upstream scans in its metrics callback, on a thread of its own;
+        here scrapes are served on the broker's event loop)."""
+        cached = self._wheel_figures
+        stale = cached is None or time.monotonic() - cached[0] > WHEEL_FIGURES_MAX_AGE_S
+        if stale and self._wheel_scan is None and self._running:
+            scan = asyncio.get_running_loop().run_in_executor(None, self.refresh_wheel_figures)
+            self._wheel_scan = scan
+            scan.add_done_callback(self._wheel_scan_done)
+        return None if cached is None else cached[1]
+
+    def _wheel_scan_done(self, scan: asyncio.Future[None]) -> None:
+        self._wheel_scan = None
+        if not scan.cancelled() and scan.exception() is not None and self._running:
+            log.warning("timer wheel scan for the metrics failed: %s", scan.exception())
 
     def stats(self) -> dict[str, int]:
         """Progress figures (the metrics' enqueue/dequeue lag and latency inputs)."""

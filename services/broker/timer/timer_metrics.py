@@ -15,6 +15,9 @@ from typing import Any
 from orbitmq.broker.store.metadata.config_manager import JsonConfigManager
 from orbitmq.common.route import DataVersion
 
+# TimerMetrics.timerDist: the bounds (s) of rocketmq_timer_message_snapshot{timer_bound_s}.
+TIMER_DIST_S = (5, 60, 300, 900, 3600, 14400, 28800, 86400)
+
 
 class TimerMetrics(JsonConfigManager):
     file_name = "timermetrics"

@@ -9,9 +9,12 @@ the wheel wraps around without ever being cleared.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
+import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .wheel_math import SLOTS_TOTAL, slot_index
@@ -19,6 +22,8 @@ from .wheel_math import SLOTS_TOTAL, slot_index
 SLOT_SIZE = 32
 WHEEL_LENGTH = SLOTS_TOTAL * 2 * SLOT_SIZE  # 38,707,200 bytes
 _SLOT = struct.Struct(">qqqii")
+_NUM_OFFSET = 24  # num's four bytes within a slot
+_NONZERO = re.compile(rb"[^\x00]")
 
 
 @dataclass(slots=True)
@@ -79,6 +84,44 @@ class TimerWheel:
     def get_num(self, time_ms: int) -> int:
         slot = self.get_slot(time_ms)
         return 0 if slot.empty else slot.num
+
+    def counted_slots(self) -> Iterator[tuple[int, int]]:
+        """(time in precision units as stored, num) of every slot whose num is not 0.
+
+        Rule: the metrics' wheel-wide sums (TimerWheel.getAllNum, the message snapshot) only need
+        the slots holding messages. Trick: the 1.2 M slots are not unpacked one by one; the four
+        bytes of every slot's num are cut out with strided slices and OR-ed as big integers, so
+        a regex over the result finds the non-empty slots at C speed (a few ms per wheel).
+        """
+        mm = self._mm
+        count = len(mm) // SLOT_SIZE
+        acc = 0
+        for offset in range(_NUM_OFFSET, _NUM_OFFSET + 4):
+            acc |= int.from_bytes(mm[offset::SLOT_SIZE], "big")
+        flags = acc.to_bytes(count, "big")
+        unpack = _SLOT.unpack_from
+        for found in _NONZERO.finditer(flags):
+            stored, _first, _last, num, _magic = unpack(mm, found.start() * SLOT_SIZE)
+            yield stored, num
+
+    def figures(self, read_time_ms: int, now_ms: int, bounds_s: tuple[int, ...]) -> tuple[int, list[int]]:
+        """One scan for the metrics: (TimerWheel.getAllNum from ``read_time_ms``: messages in every
+        slot of the wheel's span, slots of an earlier lap reading as empty; per bound, messages due
+        from the previous bound (0 for the first) up to ``bounds_s[i]`` seconds after ``now_ms``,
+        upstream's rocketmq_timer_message_snapshot{timer_bound_s}). Blocking: run off the loop."""
+        start = read_time_ms // self.precision_ms
+        end = start + len(self._mm) // SLOT_SIZE
+        now = now_ms // self.precision_ms
+        edges = [0, *(bound * 1000 // self.precision_ms for bound in bounds_s)]
+        pending = 0
+        counts = [0] * len(bounds_s)
+        for stored, num in self.counted_slots():
+            if start <= stored < end:
+                pending += num
+            ahead = stored - now
+            if 0 <= ahead < edges[-1]:
+                counts[bisect.bisect_right(edges, ahead) - 1] += num
+        return pending, counts
 
     def flush(self) -> None:
         """msync the map: call from a worker thread."""

@@ -107,3 +107,52 @@ async def test_three_hours_with_rolls_never_early(tmp_path: Path) -> None:
     finally:
         await timer.shutdown()
         await store.shutdown()
+
+
+def _gauges(timer: TimerMessageStore) -> dict:
+    manager = SimpleNamespace(label_names=("cluster",), common_labels=("c",))
+    return {f.name: f for f in timer_gauges(timer, manager)}
+
+
+def _snapshot(families: dict) -> dict[str, float]:
+    return {s.labels["timer_bound_s"]: s.value for s in families["rocketmq_timer_message_snapshot"].samples}
+
+
+async def test_dequeue_lag_and_message_snapshot_count_the_wheel(tmp_path: Path) -> None:
+    config = MessageStoreConfig(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=8 * 1024 * 1024)
+    clock = Clock()
+    store = MessageStore(config)
+    await store.start()
+    broker = _broker(store, config)
+    timer = TimerMessageStore(broker, now_ms=clock)
+    await timer.start(store)
+    try:
+        delays_s = (3, 30, 30, 200, 7200)
+        for i, delay in enumerate(delays_s):
+            inner = broker.new_inner_message(
+                topic="Real", queue_id=0, body=b"t", flag=0, sys_flag=0, born_timestamp=START,
+                properties={"TIMER_DELIVER_MS": str(START + delay * 1000), "UNIQ_KEY": f"U{i}"},
+                born_host="127.0.0.1:1", reconsume_times=0)
+            assert (await store.put_message(inner)).is_ok()
+        await _settle(timer, store)
+        # The first scrape starts the scan on a worker thread and shows no wheel figures yet.
+        assert "rocketmq_timer_dequeue_lag" not in _gauges(timer)
+        for _ in range(500):
+            if timer.wheel_figures() is not None:
+                break
+            await asyncio.sleep(0.01)
+        families = _gauges(timer)
+        assert [s.value for s in families["rocketmq_timer_dequeue_lag"].samples] == [5]
+        assert _snapshot(families) == {"5": 1, "60": 2, "300": 1, "900": 0, "3600": 0, "14400": 1, "28800": 0,
+                                       "86400": 0}
+        clock.now += 10_000  # the 3 s message is delivered; the others move closer
+        await _settle(timer, store)
+        assert len(_messages(store, "Real")) == 1
+        timer.refresh_wheel_figures()  # what the next stale scrape does on its worker thread
+        families = _gauges(timer)
+        assert [s.value for s in families["rocketmq_timer_dequeue_lag"].samples] == [4]
+        assert _snapshot(families) == {"5": 0, "60": 2, "300": 1, "900": 0, "3600": 0, "14400": 1, "28800": 0,
+                                       "86400": 0}
+    finally:
+        await timer.shutdown()
+        await store.shutdown()
