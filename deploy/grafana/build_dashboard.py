@@ -393,6 +393,13 @@ def timer_and_transactions(lay: Layout) -> None:
                        [(f"max by (node_id) (rocketmq_timer_enqueue_latency{{{BR}}})", "enqueue {{node_id}}"),
                         (f"max by (node_id) (rocketmq_timer_dequeue_latency{{{BR}}}) * 1000", "dequeue {{node_id}}")],
                        unit="ms"), 8, 8)
+    lay.add(timeseries("Timer dequeue lag", "Messages in the whole wheel from its read time on, not yet delivered "
+                                            "(a scan at most 5 s old).",
+                       [(f"rocketmq_timer_dequeue_lag{{{BR}}}", "{{node_id}} {{instance}}")]), 8, 8)
+    lay.add(timeseries("Timer messages by horizon", "Messages due within each bound from now, from the previous "
+                                                    "bound up to it (the next 24 h).",
+                       [(f"max by (timer_bound_s) (rocketmq_timer_message_snapshot{{{BR}}})",
+                         "up to {{timer_bound_s}} s")]), 8, 8)
     lay.add(timeseries("Scheduled delay", "p50 and p99 of the delay timer messages asked for (delivery time - born "
                                           "time).",
                        [(quantile(q, "rocketmq_delay_message_latency_seconds", BR, ""), f"p{int(q * 100)}")
