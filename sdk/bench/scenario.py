@@ -285,7 +285,8 @@ def run_scenario(args: argparse.Namespace, mode: str) -> dict[str, float]:
     nats = run_nats(args, rate)
     return {
         "unary_tps": unary["tps"], "echo_unary_tps": echo_unary_tps,
-        "drain_tps": drained["tps"], "relay_drain_tps": relay_drained["tps"], "drain_exact": 1.0 if drained["duplicates"] == drained["missing"] == 0 else 0.0,
+        "drain_tps": drained["tps"], "relay_drain_tps": relay_drained["tps"],
+        "drain_exact": 1.0 if drained["duplicates"] == drained["missing"] == 0 else 0.0,
         "held_rate": rate, "held_p50_ms": held_consumed.get("p50_ms", 0.0),
         "held_p99_ms": held_consumed.get("p99_ms", 0.0),
         "idle_rss_mib": mem["idle_mib"] or 0.0, "drained_rss_mib": mem["after_mib"] or 0.0,

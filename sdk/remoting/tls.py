@@ -33,6 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from orbitmq.config import load_properties
+from orbitmq.remoting.server_config import RemotingServerConfig
+
 log = logging.getLogger("orbitmq.remoting")
 
 DISABLED, PERMISSIVE, ENFORCING = "disabled", "permissive", "enforcing"
@@ -189,9 +192,6 @@ def tool_ssl_context(enable: bool, config_file: str | None = None) -> ssl.SSLCon
     and none is named). None when TLS is off."""
     if not enable:
         return None
-    from orbitmq.config import load_properties
-    from orbitmq.remoting.server_config import RemotingServerConfig
-
     path = config_file or (DEFAULT_TLS_CONFIG_FILE if os.path.exists(DEFAULT_TLS_CONFIG_FILE) else None)
     values = load_properties(path) if path else {}
     config = RemotingServerConfig.from_mapping({**values, "tls.enable": "true"})

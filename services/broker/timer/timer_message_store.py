@@ -146,6 +146,8 @@ class TimerMessageStore:
         self.dequeue_active = False
         await cancel_and_wait(*self._tasks)
         self._tasks = []
+        if self._wheel_scan is not None:  # a metrics scan still reading the wheel ends before it closes
+            await asyncio.wait([self._wheel_scan])
         await asyncio.to_thread(self._close)
 
     def _close(self) -> None:
