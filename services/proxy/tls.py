@@ -113,9 +113,9 @@ def _load_or_make(config: object, workdir: str | None) -> tuple[bytes, bytes]:
 class _Splice(asyncio.Protocol):
     """One side of a spliced connection: what it reads goes to the other side's transport."""
 
-    def __init__(self) -> None:
+    def __init__(self, other: _Splice | None = None) -> None:
         self.transport: asyncio.Transport | None = None
-        self.other: _Splice | None = None
+        self.other = other
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -200,7 +200,9 @@ class _Accepted(_Splice):
     async def _dial(self, port: int) -> None:
         loop = asyncio.get_running_loop()
         try:
-            _, backend = await loop.create_connection(_Splice, "127.0.0.1", port)
+            # The backend side knows its client from birth: grpc's server sends its SETTINGS on
+            # accept, and uvloop can deliver them before create_connection returns here.
+            _, backend = await loop.create_connection(lambda: _Splice(other=self), "127.0.0.1", port)
         except OSError as exc:
             log.warning("TLS front: backend 127.0.0.1:%d refused %s: %s", port, self.peer, exc)
             if self.transport is not None:
@@ -213,7 +215,7 @@ class _Accepted(_Splice):
         local = backend.transport.get_extra_info("sockname")
         self.relay_key = f"127.0.0.1:{local[1]}"
         _RELAYED_PEERS[self.relay_key] = self.peer
-        backend.other, self.other = self, backend
+        self.other = backend
         backend.transport.write(self.first or b"")
         self.first = None
         if self.transport is not None:

@@ -4,8 +4,14 @@ for the spliced connection, connection limit, and self-signed certificates."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from orbitmq.proxy import tls
 from orbitmq.proxy.context import _peer_address
@@ -67,3 +73,62 @@ def test_tls_mode_and_enablement() -> None:
     assert tls.tls_enabled(ProxyConfig(tls_test_mode_enable=True))
     assert not tls.tls_enabled(ProxyConfig(tls_test_mode_enable=True, tls_server_mode="disabled"))
     assert ProxyConfig.from_mapping({"tls.server.mode": "enforcing"}).tls_server_mode == "enforcing"
+
+
+_GREETING_SERVER = """
+import socket, sys
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+while True:
+    conn, _ = listener.accept()
+    with conn:
+        conn.sendall(b"SETTINGS")
+        conn.recv(100)  # the client's first bytes
+        conn.sendall(b"+ACK")
+"""
+
+
+@contextlib.contextmanager
+def _greeting_backend() -> Iterator[int]:
+    """A backend that speaks first, as an HTTP/2 server sends its SETTINGS on accept. It runs in a
+    process of its own, so its greeting can reach the front before the front has linked the two
+    sides of the splice (a thread would wait for the GIL and miss that moment)."""
+    proc = subprocess.Popen([sys.executable, "-c", _GREETING_SERVER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def _greetings_survive(port: int, rounds: int) -> None:
+    for _ in range(rounds):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"PRI * HTTP/2.0")
+        got = b""
+        while len(got) < len(b"SETTINGS+ACK"):
+            chunk = await asyncio.wait_for(reader.read(100), 5)
+            assert chunk, f"closed after {got!r}"
+            got += chunk
+        assert got == b"SETTINGS+ACK"
+        writer.close()
+        await asyncio.sleep(0.002)  # an idle loop between dials: how the race shows on uvloop
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_what_the_backend_says_first_is_never_dropped(loop_name: str) -> None:
+    async def main(backend_port: int) -> None:
+        front = tls.TlsFront("127.0.0.1", 0, backend_port, None)
+        port = await front.start()
+        try:
+            await _greetings_survive(port, 100)
+        finally:
+            await front.close()
+
+    with _greeting_backend() as backend_port:
+        if loop_name == "uvloop":
+            import uvloop
+            uvloop.run(main(backend_port))
+        else:
+            asyncio.run(main(backend_port))
