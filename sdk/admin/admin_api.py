@@ -19,6 +19,7 @@ from orbitmq.common.constants import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     MASTER_ID,
     PERM_WRITE,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     TOOLS_CONSUMER_GROUP,
     is_sys_consumer_group,
 )
@@ -274,6 +275,31 @@ class MQAdminExt:
         except (MQBrokerError, RemotingError) as exc:
             reason = exc.remark if isinstance(exc, MQBrokerError) else str(exc)
             raise AdminError(f"message {msg_id} not found: {reason}") from None
+
+    async def resume_check_half_message(self, topic: str, msg_id: str) -> None:
+        """MQAdminExt.resumeCheckHalfMessage: a transaction message discarded after
+        transactionCheckMax checks goes back under the check (RESUME_CHECK_HALF_MESSAGE to the
+        broker storing it, by its offset message id). ``msg_id`` is a unique key of ``topic`` or
+        the offset id of the discarded record."""
+        try:
+            decode_offset_message_id(msg_id)
+            msg = await self.view_message(msg_id)
+        except (ValueError, AdminError):
+            kept = [m for m in await self.query_message(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, msg_id, 32, 0, 2**63 - 1,
+                                                        unique_key=True)
+                    if m.properties.get(MessageConst.REAL_TOPIC) == topic]
+            if not kept:
+                raise AdminError(f"no discarded half message {msg_id} of topic {topic} in "
+                                 f"{RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC}") from None
+            msg = kept[-1]  # the newest discard
+        if not msg.store_host:
+            raise AdminError(f"message {msg_id}: no store host to send the resume to")
+        try:
+            await self.api.call(msg.store_host, RequestCode.RESUME_CHECK_HALF_MESSAGE,
+                                {"topic": topic, "msgId": msg.msg_id})
+        except (MQBrokerError, RemotingError) as exc:
+            reason = exc.remark if isinstance(exc, MQBrokerError) else str(exc)
+            raise AdminError(f"resume of half message {msg_id} failed: {reason}") from None
 
     async def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int,
                             unique_key: bool = False) -> list[MessageExt]:

@@ -383,6 +383,21 @@ async def query_msg_by_id(admin: MQAdminExt, args: argparse.Namespace) -> Result
     return Result(docs[0] if len(docs) == 1 else docs, "\n\n".join(texts))
 
 
+def _resume_half_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="the transaction message's topic")
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True,
+                   help="its message id (unique key), or the offset id of its record in TRANS_CHECK_MAX_TIME_TOPIC")
+
+
+@command("resumeCheckHalfMessage", "Resume the transaction check of a discarded half message",
+         _resume_half_options)
+async def resume_check_half_message(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """OrbitMQ's command for MQAdminExt.resumeCheckHalfMessage (upstream offers it to the dashboard
+    and the admin API only)."""
+    await admin.resume_check_half_message(args.topic, args.msg_id.strip())
+    return Result({"msgId": args.msg_id, "resumed": True}, f"resume check half message {args.msg_id} OK")
+
+
 def _query_by_key_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-k", "--msgKey", dest="key", required=True)

@@ -849,13 +849,16 @@ class BrokerController:
 
         self.pop_service = PopService(self)
         self.pop_service.register()
-        # --- transactions (services/broker/transaction): END_TRANSACTION, half-message checks ---
+        # --- transactions (services/broker/transaction): END_TRANSACTION, half-message checks,
+        # RESUME_CHECK_HALF_MESSAGE ---
         from orbitmq.broker.transaction.check import TransactionalMessageCheckService
         from orbitmq.broker.transaction.end_transaction import EndTransactionProcessor
+        from orbitmq.broker.transaction.resume_check import ResumeCheckHalfMessageProcessor
         from orbitmq.broker.transaction.service import TransactionalMessageService
 
         self.transactional_message_service = TransactionalMessageService(self)
         EndTransactionProcessor(self, self.transactional_message_service).register()
+        ResumeCheckHalfMessageProcessor(self, self.transactional_message_service).register()
         self.transaction_check_service = TransactionalMessageCheckService(self, self.transactional_message_service)
         if getattr(self, "metrics", None) is not None:
             self.metrics.set_half_messages_source(self.transactional_message_service.half_messages)

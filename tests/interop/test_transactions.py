@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -281,24 +282,26 @@ def test_remoting_end_transaction_answers_rocketmq_codes(tx_cluster: Cluster) ->
         producer.shutdown()
 
 
-def test_discarded_after_transaction_check_max(tx_cluster: Cluster) -> None:
+def test_discarded_after_transaction_check_max_then_resumed(tx_cluster: Cluster) -> None:
     topic = _topic(tx_cluster, "TxDiscard")
     checker = Checker()
     producer = _producer(tx_cluster.proxy, topic, checker)
     try:
         _, receipt = _send_half(producer, topic, b"never-decided")
 
-        async def discarded(api):
-            found = await api.invoke(tx_cluster.broker, RequestCode.QUERY_MESSAGE, {
-                "topic": RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, "key": receipt.message_id, "maxNum": "32",
-                "beginTimestamp": "0", "endTimestamp": str(2**62)})
-            return decode_records(found.body) if found.code == ResponseCode.SUCCESS else []
+        def by_key(in_topic: str) -> list:
+            async def go(api):
+                found = await api.invoke(tx_cluster.broker, RequestCode.QUERY_MESSAGE, {
+                    "topic": in_topic, "key": receipt.message_id, "maxNum": "32",
+                    "beginTimestamp": "0", "endTimestamp": str(2**62)})
+                return decode_records(found.body) if found.code == ResponseCode.SUCCESS else []
+            return tx_cluster.api_call(go)
 
         deadline = time.monotonic() + 40
         kept = []
         while not kept and time.monotonic() < deadline:
             time.sleep(0.5)
-            kept = tx_cluster.api_call(discarded)
+            kept = by_key(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC)
         assert len(kept) == 1, checker.checks
         assert kept[0].body == b"never-decided"
         assert kept[0].properties["TRANSACTION_CHECK_TIMES"] == "15"
@@ -307,6 +310,34 @@ def test_discarded_after_transaction_check_max(tx_cluster: Cluster) -> None:
         time.sleep(2)
         assert checker.count(receipt.message_id) == 15  # no check after the discard
         assert _stored(tx_cluster, topic, 2, 1, 0.5) == []
+
+        # RESUME_CHECK_HALF_MESSAGE (323) by the discarded record's offset msgId: the check asks
+        # the producer again (its count restarted at 0) and its COMMIT is accepted.
+        def resume(fields: dict[str, str]):
+            async def go(api):
+                return await api.invoke(tx_cluster.broker, RequestCode.RESUME_CHECK_HALF_MESSAGE, fields)
+            return tx_cluster.api_call(go)
+
+        checker.answers[receipt.message_id] = TransactionResolution.COMMIT
+        # `orbitmq admin resumeCheckHalfMessage` finds the discarded record by the message id
+        # (unique key) in TRANS_CHECK_MAX_TIME_TOPIC and resumes it by its offset msgId.
+        cli = subprocess.run([sys.executable, "-m", "orbitmq", "admin", "resumeCheckHalfMessage", "-n",
+                              tx_cluster.namesrv, "-t", topic, "-i", receipt.message_id, "--json"],
+                             capture_output=True, text=True, timeout=60)
+        assert cli.returncode == 0, cli.stdout + cli.stderr
+        assert json.loads(cli.stdout)["resumed"] is True
+        assert _stored(tx_cluster, topic, 2, 1, 15) == [b"never-decided"]
+        assert checker.count(receipt.message_id) == 16
+        # The transaction is committed: resuming its discarded record again would store it twice.
+        again = resume({"topic": topic, "msgId": kept[0].msg_id})
+        assert again.code == ResponseCode.SYSTEM_ERROR and "committed" in (again.remark or "")
+        # Bad input: no msgId, not an offset msgId, a record that is no half message.
+        assert resume({"topic": topic}).code == ResponseCode.SYSTEM_ERROR
+        assert resume({"topic": topic, "msgId": "not-a-message-id"}).code == ResponseCode.SYSTEM_ERROR
+        committed = by_key(topic)
+        assert len(committed) == 1
+        plain = resume({"topic": topic, "msgId": committed[0].msg_id})
+        assert plain.code == ResponseCode.SYSTEM_ERROR and "not a half message" in (plain.remark or "")
     finally:
         producer.shutdown()
 

@@ -160,7 +160,7 @@ class TransactionalMessageCheckService:
             log.warning("discarding half message at offset %d failed: %s", half.queue_offset, result.status)
             return
         self.service.close_offset(half.queue_offset)
-        log.info("half message %s (offset %d) discarded to %s after %s checks", half.message.uniq_id_or_msg_id(),
+        log.info("half message %s (offset %d) discarded to %s after %s checks", half.message.uniq_id_or_msg_id,
                  half.queue_offset, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
                  half.message.properties.get(MessageConst.TRANSACTION_CHECK_TIMES))
 
