@@ -42,13 +42,21 @@ def _succeeded(result: object) -> bool:
 
 class AsyncPushConsumer(ReceivingConsumer):
     """asyncio PushConsumer. ``concurrency``: listener calls at once (sync listeners run in a thread
-    pool of that size). ``max_cached_messages``: received but not yet consumed messages."""
+    pool of that size). ``max_cached_messages``: received but not yet consumed messages.
+
+    ``invisible_duration``: None (the default) receives with ``auto_renew``, as RocketMQ's own push
+    consumers do: the proxy keeps a message invisible while the client holds it (its
+    defaultInvisibleTimeMills, renewed ahead of expiry up to renewMaxTimeMillis) and makes it
+    visible again soon after the client goes away, so a slow listener, a FIFO retry's backoff or a
+    full cache never lets it be delivered twice. Seconds: a fixed invisible time, not renewed (a
+    listener that takes longer sees the message delivered again).
+    """
 
     client_type = pb.ClientType.PUSH_CONSUMER
 
     def __init__(self, config: ClientConfig, group: str, subscriptions: SubscriptionsArg,
                  listener: MessageListener, *, concurrency: int = 16, max_cached_messages: int = 1024,
-                 invisible_duration: float = 30.0, long_polling_timeout: float | None = None) -> None:
+                 invisible_duration: float | None = None, long_polling_timeout: float | None = None) -> None:
         super().__init__(config, group, subscriptions, long_polling_timeout)
         if not callable(listener):
             raise TypeError("listener must be callable")
@@ -56,6 +64,11 @@ class AsyncPushConsumer(ReceivingConsumer):
             raise ValueError(f"concurrency must be an int >= 1, not {concurrency!r}")
         if not isinstance(max_cached_messages, int) or max_cached_messages < 1:
             raise ValueError(f"max_cached_messages must be an int >= 1, not {max_cached_messages!r}")
+        if invisible_duration is not None and (isinstance(invisible_duration, bool)
+                                               or not isinstance(invisible_duration, (int, float))
+                                               or invisible_duration <= 0):
+            raise ValueError(f"invisible_duration must be None (auto-renew) or positive seconds, "
+                             f"not {invisible_duration!r}")
         self.listener = listener
         self.concurrency = concurrency
         self.max_cached_messages = max_cached_messages
@@ -110,7 +123,8 @@ class AsyncPushConsumer(ReceivingConsumer):
             # Wait for room for a whole batch (at least one message) before asking for more.
             await self._cached.acquire()
             try:
-                batch = await self.receive_from(topic, self.receive_batch_size, self.invisible_duration)
+                batch = await self.receive_from(topic, self.receive_batch_size, self.invisible_duration,
+                                                auto_renew=self.invisible_duration is None)
             except asyncio.CancelledError:
                 self._cached.release()
                 raise

@@ -18,7 +18,7 @@ from tests.support import ProcessRunner, free_port
 # Shorter floors than RocketMQ's defaults keep receive/retry tests quick (as tests/interop does).
 PROXY_OVERRIDES = ["grpcClientConsumerMinLongPollingTimeoutMillis=1000",
                    "grpcClientConsumerMaxLongPollingTimeoutMillis=3000", "minInvisibleTimeMillsForRecv=1000",
-                   "defaultInvisibleTimeMills=3000"]
+                   "defaultInvisibleTimeMills=3000", "renewAheadTimeMillis=1500", "renewSchedulePeriodMillis=300"]
 # Transaction check-backs within seconds (RocketMQ's defaults: 30 s scans, 6 s timeout).
 TRANSACTION_CHECKS = {"transactionCheckInterval": "500", "transactionTimeOut": "1500"}
 
@@ -43,6 +43,9 @@ def local_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkEnv]:
     try:
         runner.start("local", ["--data-dir", str(workdir / "data"), "--namesrv-port", str(ns),
                                "--broker-port", str(broker), "--proxy-port", str(proxy), *PROXY_OVERRIDES,
+                               # a port of its own: each pytest worker starts one `orbitmq local`, and two
+                               # at once would both find the default 5557 free, then one fail to bind it
+                               f"metricsPromExporterPort={free_port()}",
                                *(f"{k}={v}" for k, v in TRANSACTION_CHECKS.items())],
                      ready_text="Press Ctrl-C", ready_port=proxy, timeout=60, name="local")
         yield SdkEnv("local", Cluster(runner, f"127.0.0.1:{ns}", f"127.0.0.1:{broker}", [f"127.0.0.1:{proxy}"]))

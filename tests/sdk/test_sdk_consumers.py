@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from orbitmq import (
     AsyncProducer,
     AsyncPullConsumer,
@@ -90,6 +92,38 @@ async def test_push_consumer_concurrency_and_async_listener(env: SdkEnv) -> None
         await wait_for(lambda: len(seen) >= 40)
     assert sorted(seen) == sorted(f"p{i}".encode() for i in range(40))
     assert 1 < peak <= 8
+
+
+async def test_push_consumer_slow_listener_is_not_redelivered(env: SdkEnv) -> None:
+    """Receipt handles auto-renewed (the default): a listener busy for longer than the proxy's
+    invisible time (3 s here) still gets the message once, and its ack settles it. The contrast,
+    a fixed invisible_duration of 1.5 s, shows the same listener getting it twice."""
+    topic = env.cluster.create_topic(unique("SdkPushSlow"), queues=1)
+    renewed_group = env.cluster.create_group(unique("SdkPushSlowG"))
+    fixed_group = env.cluster.create_group(unique("SdkPushFixedG"))
+    config = ClientConfig(env.endpoints)
+    await produce(config, topic, [b"slow", b"quick"])
+    deliveries: dict[str, list[tuple[bytes, int]]] = collections.defaultdict(list)
+
+    def listener_of(group: str):
+        async def listener(message: ReceivedMessage) -> ConsumeResult:
+            deliveries[group].append((message.body, message.delivery_attempt))
+            if message.body == b"slow" and message.delivery_attempt == 1:
+                await asyncio.sleep(5)
+            return ConsumeResult.SUCCESS
+        return listener
+
+    async with AsyncPushConsumer(config, renewed_group, {topic: "*"}, listener_of(renewed_group),
+                                 long_polling_timeout=1), \
+            AsyncPushConsumer(config, fixed_group, {topic: "*"}, listener_of(fixed_group), long_polling_timeout=1,
+                              invisible_duration=1.5):
+        await wait_for(lambda: len(deliveries[renewed_group]) >= 2 and len(deliveries[fixed_group]) >= 3)
+        await asyncio.sleep(5 + 3)  # the slow one finishes; a lapsed handle would show as attempt 2
+    assert sorted(deliveries[renewed_group]) == [(b"quick", 1), (b"slow", 1)]
+    assert (b"slow", 2) in deliveries[fixed_group]
+    for bad in (0, -1.0, "30", True):
+        with pytest.raises(ValueError):
+            AsyncPushConsumer(config, renewed_group, {topic: "*"}, listener_of(renewed_group), invisible_duration=bad)
 
 
 async def test_push_consumer_retries_by_server_policy_then_dead_letters(env: SdkEnv) -> None:
