@@ -124,6 +124,23 @@ class ClientSession:
         log.warning("%s: transaction check-back for %s ignored (not a transactional producer)",
                     self.client_id, command.transaction_id)
 
+    async def on_verify_message(self, message: pb.Message) -> pb.Status:
+        """A broker's CONSUME_MESSAGE_DIRECTLY (``queryMsgById -g -d``), relayed by the proxy: only a
+        PushConsumer consumes; other clients answer NOT_IMPLEMENTED, as RocketMQ's clients do."""
+        return pb.Status(code=Code.NOT_IMPLEMENTED, message=f"{type(self).__name__} does not consume messages pushed to it")
+
+    async def _answer_verify_message(self, endpoint: str, command: spb.VerifyMessageCommand) -> None:
+        try:
+            status = await self.on_verify_message(command.message)
+        except Exception as exc:  # noqa: BLE001 -- the answer says it failed; the client goes on
+            log.warning("%s: verifying message %s failed: %s", self.client_id, command.message.system_properties.message_id,
+                        exc)
+            status = pb.Status(code=Code.FAILED_TO_CONSUME_MESSAGE, message=str(exc))
+        session = self._telemetry.get(endpoint)
+        if session is not None:
+            session.send(spb.TelemetryCommand(status=status,
+                                              verify_message_result=spb.VerifyMessageResult(nonce=command.nonce)))
+
     def topics_to_check(self) -> list[str]:
         return []
 
@@ -254,10 +271,7 @@ class ClientSession:
                 session.send(spb.TelemetryCommand(status=pb.Status(code=Code.OK), thread_stack_trace=spb.ThreadStackTrace(
                     nonce=command.print_thread_stack_trace_command.nonce, thread_stack_trace=stacks)))
         elif which == "verify_message_command":
-            session = self._telemetry.get(endpoint)
-            if session is not None:
-                session.send(spb.TelemetryCommand(status=pb.Status(code=Code.OK), verify_message_result=spb.VerifyMessageResult(
-                    nonce=command.verify_message_command.nonce)))
+            self.spawn(self._answer_verify_message(endpoint, command.verify_message_command))
         elif which == "reconnect_endpoints_command":
             session = self._telemetry.get(endpoint)
             if session is not None:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from orbitmq.clientcore import loop as bg
 from orbitmq.clientcore.config import ClientConfig
-from orbitmq.clientcore.errors import ClientError
+from orbitmq.clientcore.errors import ClientError, Code
 from orbitmq.clientcore.message import ReceivedMessage
 from orbitmq.clientcore.session import RetryPolicy
 from orbitmq.consumer.common import ConsumeResult, SubscriptionsArg
@@ -114,6 +114,16 @@ class AsyncPushConsumer(ReceivingConsumer):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
+
+    async def on_verify_message(self, message: pb.Message) -> pb.Status:
+        """``queryMsgById -g -d``: the listener consumes the message once more, outside the
+        receive flow (nothing is acked or retried); FIFO groups refuse, as a message consumed out
+        of its group's order would break the order the listener relies on."""
+        if self.fifo:
+            return pb.Status(code=Code.VERIFY_FIFO_MESSAGE_UNSUPPORTED,
+                             message="a FIFO consumer does not consume messages out of order")
+        ok = await self._call_listener(ReceivedMessage.of(message))
+        return pb.Status(code=Code.OK if ok else Code.FAILED_TO_CONSUME_MESSAGE)
 
     # ---- receive and dispatch ----------------------------------------------------------------
 

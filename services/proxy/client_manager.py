@@ -72,6 +72,8 @@ class GrpcClient:
     version: str
     settings: pb.Settings | None = None
     last_seen: float = field(default_factory=time.monotonic)
+    # When this proxy first heard of the client (ConsumerRunningInfo's PROP_CONSUMER_START_TIMESTAMP).
+    started_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     # Outbound Telemetry commands; None when the client has no open stream with this proxy.
     outbox: asyncio.Queue[spb.TelemetryCommand | None] | None = None
     # (raw settings, group config, merged settings) of the last effective_settings.

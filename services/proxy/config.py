@@ -103,6 +103,9 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     # proxy counterpart of a broker's autoCreateTopicEnable; on for `orbitmq local`).
     auto_create_topic_enable: bool = False
     default_topic_queue_nums: int = 4
+    # How long a broker's request relayed to a gRPC client (consumerStatus -s, queryMsgById -g -d)
+    # waits for the client's answer on its Telemetry stream.
+    grpc_proxy_relay_request_timeout_in_seconds: int = 5
     # Auto-renewed receipt handles (ReceiveMessage with auto_renew), upstream's names.
     renew_ahead_time_millis: int = 10_000
     renew_schedule_period_millis: int = 5_000

@@ -16,6 +16,7 @@ from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
 from orbitmq.proxy import tls
 from orbitmq.proxy.auth import new_proxy_auth_checker
 from orbitmq.proxy.client_manager import ClientManager
+from orbitmq.proxy.client_relay import ClientRequestRelay
 from orbitmq.proxy.cluster import ClusterService, FailoverStats
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.consumer import ConsumerActivity
@@ -88,6 +89,9 @@ class ProxyServer:
         # Transactions (services/proxy/transaction.py): EndTransaction and the check-back relay.
         service.transactions = TransactionActivity(cfg, cluster, self.clients)
         service.transactions.start()
+        # consumerStatus / queryMsgById -g -d for gRPC consumers (services/proxy/client_relay.py)
+        service.relay = ClientRequestRelay(cfg, cluster, self.clients)
+        service.relay.start()
         if cfg.trace_enable:  # services/proxy/trace.py
             tracer = self.tracer = ProxyTracer(cfg, cluster)
             service.producer.tracer = service.consumer.tracer = service.transactions.tracer = tracer

@@ -19,6 +19,7 @@ from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
 from orbitmq.proxy import errors
 from orbitmq.proxy.client_manager import ClientManager
+from orbitmq.proxy.client_relay import ClientRequestRelay
 from orbitmq.proxy.consumer import ConsumerActivity
 from orbitmq.proxy.context import ProxyContext
 from orbitmq.proxy.offsets import OffsetActivity
@@ -41,6 +42,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.clients = clients
         # Set by the server (services/proxy/transaction.py); None answers NOT_IMPLEMENTED.
         self.transactions: TransactionActivity | None = None
+        # Broker -> client requests over Telemetry (services/proxy/client_relay.py), set by the server.
+        self.relay: ClientRequestRelay | None = None
         # Set by the server (services/proxy/recall.py); None answers NOT_IMPLEMENTED.
         self.recall: RecallActivity | None = None
         # ReceiveMessage calls in progress (long polls), against grpcMaxLongPollingRequests
@@ -107,6 +110,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                         except Exception as exc:  # noqa: BLE001 -- refused settings get a Status
                             reply = spb.TelemetryCommand(status=errors.status_of(exc))
                         offer(outbox, reply)
+                    elif which in ("thread_stack_trace", "verify_message_result"):
+                        if self.relay is not None:  # a client's answer to a relayed broker request
+                            self.relay.on_client_answer(ctx.client_id, command)
                     elif which is None:
                         offer(outbox, spb.TelemetryCommand(status=errors.status(
                             Code.BAD_REQUEST, "telemetry command carries no content")))

@@ -313,3 +313,46 @@ async def test_pull_subscription_picks_up_new_queues(env: SdkEnv, monkeypatch) -
         got = await drain(consumer, 12)
     assert sorted(m.body for m in got) == sorted(f"g{i}".encode() for i in range(12))
     assert {m.queue_id for m in got} == {0, 1, 2}
+
+
+def admin_run(env: SdkEnv, *args: str) -> subprocess.CompletedProcess[str]:
+    env_vars = {k: v for k, v in os.environ.items() if k != "NAMESRV_ADDR"}
+    return subprocess.run([sys.executable, "-m", "orbitmq", "admin", *args, "-n", env.cluster.namesrv],
+                          capture_output=True, text=True, timeout=60, env=env_vars)
+
+
+async def test_consumer_status_and_consume_directly_reach_a_push_consumer(env: SdkEnv) -> None:
+    """`consumerStatus` and `queryMsgById -g -d` for a gRPC client: the broker asks the proxy, which
+    answers the running info itself and relays jstack / the message over the Telemetry stream."""
+    topic = env.cluster.create_topic(unique("SdkStatus"), queues=1)
+    group = env.cluster.create_group(unique("SdkStatusG"))
+    config = ClientConfig(env.endpoints)
+    (receipt,) = await produce(config, topic, [b"status"], tag="TagA")
+    consumed: list[tuple[bytes, str]] = []
+
+    async def listener(message: ReceivedMessage) -> ConsumeResult:
+        consumed.append((message.body, message.message_id))
+        return ConsumeResult.SUCCESS
+
+    async with AsyncPushConsumer(config, group, {topic: "TagA || TagB"}, listener, long_polling_timeout=1) as consumer:
+        await wait_for(lambda: len(consumed) == 1)  # received and acked: the group is online
+        client_id = consumer.client_id
+        # The admin CLI blocks; run it on a thread so this loop keeps answering Telemetry.
+        listing = await asyncio.to_thread(admin_json, env, "consumerStatus", "-g", group)
+        # one connection per proxy the client talks to (two in the two-proxy cluster), one client
+        assert {c["clientId"] for c in listing["clients"]} == {client_id}
+        info = listing["runningInfo"][client_id]
+        assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert info["properties"]["consumerGroup"] == group
+        assert [(s["topic"], s["subString"], s["tagsSet"]) for s in info["subscriptionSet"]] == [
+            (topic, "TagA || TagB", ["TagA", "TagB"])]
+        detail = await asyncio.to_thread(admin_run, env, "consumerStatus", "-g", group, "-i", client_id, "-s")
+        assert detail.returncode == 0, detail.stderr
+        assert "#Consumer jstack#" in detail.stdout and "_receive_loop" in detail.stdout  # the client's own tasks
+        direct = await asyncio.to_thread(admin_run, env, "queryMsgById", "-i", receipt.message_id, "-t", topic,
+                                         "-g", group, "-d", client_id)
+        assert direct.returncode == 0, direct.stderr
+        assert "consumeResult=CR_SUCCESS" in direct.stdout
+        assert consumed == [(b"status", receipt.message_id)] * 2  # the listener saw it once more
+        gone = await asyncio.to_thread(admin_run, env, "consumerStatus", "-g", group, "-i", "127.0.0.1@nobody")
+        assert gone.returncode != 0 and "not online" in gone.stderr + gone.stdout
