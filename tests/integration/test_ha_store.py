@@ -428,3 +428,38 @@ async def test_slave_catching_up_in_batches_that_end_inside_records_loses_nothin
         assert [e for e in entries if e[1] == 0x7FFFFFFF] == [], f"queue {qid} has blank entries"
         assert len(bodies(s.store, qid=qid)) == 40
         assert bodies(s.store, qid=qid) == bodies(m.store, qid=qid)
+
+
+@pytest.mark.parametrize("classic", [False, True])
+async def test_ha_flow_control_caps_each_seconds_transfer(cluster, classic: bool):
+    """haFlowControlEnable with maxHaTransferByteInSecond=8 KiB: a slave catching up on ~21 KB gets
+    at most 8 KiB per second (so it takes over two seconds), and every byte arrives intact."""
+    budget = 8 * 1024
+    big = {"mapped_file_size_commit_log": 64 * 1024}  # one segment: the classic slave starts at the last file
+    if classic:
+        m = await cluster("m", classic=True, ha_flow_control_enable=True, max_ha_transfer_byte_in_second=budget, **big)
+        s = await cluster("s", classic=True, broker_role=SLAVE, **big)
+    else:
+        m = await cluster("m", broker_id=1, ha_flow_control_enable=True, max_ha_transfer_byte_in_second=budget, **big)
+        s = await cluster("s", broker_id=2, **big)
+        await promote(m, 1, {1})
+    for i in range(60):
+        assert (await m.store.put_message(msg(i))).status is PutMessageStatus.PUT_OK
+    assert len(m.store.commit_log.mapped_file_queue.mapped_files) == 1
+    assert m.store.get_max_phy_offset() > 2 * budget
+    started = time.monotonic()
+    if classic:
+        s.ha.update_master_address(m.addr)
+    else:
+        await demote(s, m, 1, 2)
+    await wait_until(lambda: s.store.get_max_phy_offset() > s.store.get_min_phy_offset(), "the first batch")
+    await asyncio.sleep(0.3)  # well inside the first second: one budget's worth at most
+    assert s.store.get_max_phy_offset() - s.store.get_min_phy_offset() <= budget
+    await wait_until(caught_up(m, s), "the slave to catch up")
+    assert time.monotonic() - started >= 2.0  # three windows at least: 8 KiB, 8 KiB, the rest
+    assert raw_log(s.store) == raw_log(m.store)
+
+
+def test_ha_flow_control_needs_a_positive_budget():
+    with pytest.raises(ValueError, match="maxHaTransferByteInSecond"):
+        MessageStoreConfig(ha_flow_control_enable=True, max_ha_transfer_byte_in_second=0)

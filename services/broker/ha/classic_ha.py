@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from orbitmq.broker.ha.flow_monitor import FlowMonitor
 from orbitmq.broker.ha.group_transfer import GroupTransferService, acked_by
 from orbitmq.broker.ha.ha_client import CONNECT_TIMEOUT_S, MAX_BODY_SIZE, split_address
 from orbitmq.broker.ha.ha_connection import IDLE_POLL_S, ProtocolError
@@ -58,6 +59,7 @@ class DefaultHAConnection:
         self.slave_request_offset = -1
         self.slave_ack_offset = -1
         self.transferred_bytes = 0
+        self.flow = FlowMonitor(service.store_config)  # haFlowControlEnable
         self.next_transfer_from_where = -1
         self._request_offset_set = asyncio.Event()
         self._wakeup = asyncio.Event()
@@ -155,6 +157,12 @@ class DefaultHAConnection:
                 self.next_transfer_from_where = store.commit_log.roll_next_file(start)
                 return True
             return False
+        budget = self.flow.can_transfer_max_bytes()
+        if budget <= 0:  # this second's budget is spent: send again in the next one
+            self.flow.warn_throttled(self.client_address)
+            await asyncio.sleep(self.flow.seconds_to_next_window())
+            return True
+        size = min(size, budget)
         data = mf.read(pos, size)
         if data is None:
             return False
@@ -163,6 +171,7 @@ class DefaultHAConnection:
         await self.writer.drain()
         self.next_transfer_from_where = start + len(data)
         self.transferred_bytes += len(data)
+        self.flow.add_transferred(len(data))
         return True
 
 

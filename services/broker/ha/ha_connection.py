@@ -25,6 +25,7 @@ import time
 from typing import TYPE_CHECKING
 
 from orbitmq.broker.ha.epoch_file import EpochEntry
+from orbitmq.broker.ha.flow_monitor import FlowMonitor
 
 if TYPE_CHECKING:
     from orbitmq.broker.ha.ha_service import AutoSwitchHAService
@@ -90,6 +91,7 @@ class AutoSwitchHAConnection:
         self.last_master_max_offset = -1
         self.last_transfer_time_ms = 0
         self.transferred_bytes = 0
+        self.flow = FlowMonitor(service.store_config)  # haFlowControlEnable
         self.next_transfer_from_where = -1
         self.last_sent_confirm_offset = -1
         self._handshake_received = asyncio.Event()
@@ -286,6 +288,12 @@ class AutoSwitchHAConnection:
                 self.next_transfer_from_where = store.commit_log.roll_next_file(start)
                 return True
             return False
+        budget = self.flow.can_transfer_max_bytes()
+        if budget <= 0:  # this second's budget is spent: send again in the next one
+            self.flow.warn_throttled(self.client_address)
+            await asyncio.sleep(self.flow.seconds_to_next_window())
+            return True
+        size = min(size, budget)
         data = mf.read(pos, size)
         if data is None:
             return False
@@ -298,5 +306,6 @@ class AutoSwitchHAConnection:
         await self.writer.drain()
         self.next_transfer_from_where = start + len(data)
         self.transferred_bytes += len(data)
+        self.flow.add_transferred(len(data))
         self.last_transfer_time_ms = _now_ms()
         return True

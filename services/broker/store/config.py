@@ -106,6 +106,9 @@ class MessageStoreConfig(ConfigBase):
     ha_send_heartbeat_interval: int = 5000
     ha_housekeeping_interval: int = 20_000
     ha_transfer_batch_size: int = 32 * 1024
+    # Flow control of what a master sends each slave (services/broker/ha/flow_monitor.py).
+    ha_flow_control_enable: bool = False
+    max_ha_transfer_byte_in_second: int = 100 * 1024 * 1024
     # OrbitMQ key: the wait before a slave dials its master again (upstream hard-codes 5 s).
     ha_connect_retry_interval: int = 5000
     # SYNC_MASTER: how long a send waits for its replicas before FLUSH_SLAVE_TIMEOUT.
@@ -132,6 +135,9 @@ class MessageStoreConfig(ConfigBase):
             raise ValueError("config key mappedFileSizeConsumeQueue: must be a multiple of 20 (one ConsumeQueue entry)")
         if self.timer_precision_ms <= 0:
             raise ValueError(f"config key timerPrecisionMs: must be positive, got {self.timer_precision_ms}")
+        if self.ha_flow_control_enable and self.max_ha_transfer_byte_in_second <= 0:
+            raise ValueError("config key maxHaTransferByteInSecond: must be positive with haFlowControlEnable=true, "
+                             f"got {self.max_ha_transfer_byte_in_second}")
         if self.timer_max_delay_sec <= 0:
             raise ValueError(f"config key timerMaxDelaySec: must be positive, got {self.timer_max_delay_sec}")
         self.store_path_root_dir = os.path.expanduser(self.store_path_root_dir)
