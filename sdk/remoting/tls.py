@@ -129,6 +129,48 @@ def server_ssl_context(config: Any) -> ssl.SSLContext | None:
     return ctx
 
 
+# How often a Remoting server looks at its certificate files (upstream's FileWatchService default).
+CERT_WATCH_INTERVAL_S = 0.5
+
+
+class ReloadableServerContext:
+    """A Remoting port's server context that can be replaced while it serves (certificate
+    rotation, as upstream's broker and NameServer reload their SslContext on a file change).
+
+    The listener keeps ``context`` for good; its SNI callback, which OpenSSL calls on every
+    handshake with or without SNI, moves the connection to the newest context. Connections already
+    open keep the certificate they were made with."""
+
+    def __init__(self, config: Any) -> None:
+        """Blocking (reads files, may write a self-signed pair)."""
+        self.config = config
+        self.context = server_ssl_context(config)
+        self._current = self.context
+        if self.context is not None:
+            self.context.sni_callback = self._pick
+
+    def _pick(self, ssl_object: Any, server_name: str | None, base: ssl.SSLContext) -> None:
+        current = self._current
+        if current is not None and current is not base:
+            ssl_object.context = current
+
+    def watched_paths(self) -> list[str]:
+        """The files whose change reloads the context: tls.server.certPath, keyPath, trustCertPath
+        (none for a test-mode pair made without paths)."""
+        cert = getattr(self.config, "tls_server_cert_path", "")
+        key = getattr(self.config, "tls_server_key_path", "")
+        if self.context is None or not (cert and key):
+            return []
+        return [p for p in (cert, key, getattr(self.config, "tls_server_trust_cert_path", "")) if p]
+
+    def reload(self) -> None:
+        """Blocking. Raises (ssl.SSLError, OSError, ValueError) and keeps the current context when
+        the files do not make one, e.g. a new certificate whose key is not written yet."""
+        fresh = server_ssl_context(self.config)
+        if fresh is not None:
+            self._current = fresh
+
+
 def need_client_auth(config: Any) -> str:
     """tls.server.need.client.auth, checked: ValueError for a value upstream would silently read as
     none, and for asking without verifying (tls.server.authClient=false; see the module's note)."""

@@ -37,6 +37,8 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     tls_test_mode_enable: bool = False
     tls_key_path: str = ""
     tls_cert_path: str = ""
+    # How often the proxy looks for a new tlsCertPath/tlsKeyPath pair (rotated certificates).
+    tls_cert_watch_interval_ms: int = 60 * 60 * 1000
     tls_server_mode: str = field(default="permissive", metadata={"key": "tls.server.mode"})
     # The proxy's Remoting connections to NameServers and brokers (orbitmq.remoting.tls).
     tls_enable: bool = field(default=False, metadata={"key": "tls.enable"})

@@ -23,7 +23,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import ssl
 from pathlib import Path
+
+import grpc
 
 from orbitmq.remoting.tls import (
     CLIENT_AUTH_NONE,
@@ -106,6 +109,45 @@ def _load_or_make(config: object, workdir: str | None) -> tuple[bytes, bytes]:
         generate_self_signed(cert, key)
         log.info("tlsTestModeEnable: serving a self-signed certificate %s", cert)
     return Path(cert).read_bytes(), Path(key).read_bytes()
+
+
+# ---- certificate rotation -----------------------------------------------------------------------
+
+class ReloadableCredentials:
+    """grpc server credentials whose certificate can be replaced while the server runs (upstream's
+    TlsCertificateManager: ``tlsCertWatchIntervalMs``). grpc asks :meth:`_fetch` on every new
+    handshake; it hands over a replacement once, after :meth:`replace` checked that it loads."""
+
+    def __init__(self, chain: bytes, key: bytes, roots: bytes | None) -> None:
+        self.roots = roots
+        self._initial = grpc.ssl_server_certificate_configuration([(key, chain)], root_certificates=roots)
+        self._next: grpc.ServerCertificateConfiguration | None = None
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.dynamic_ssl_server_credentials(self._initial, self._fetch,
+                                                   require_client_authentication=self.roots is not None)
+
+    def _fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        replacement, self._next = self._next, None  # called on grpc's threads: one swap, no lock needed
+        return replacement
+
+    def replace(self, cert_path: str, key_path: str, roots: bytes | None) -> None:
+        """Blocking. Raises (ssl.SSLError, OSError) when the files do not make a pair yet, e.g. the
+        certificate was replaced before its key: grpc then keeps serving the old one."""
+        probe = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        probe.load_cert_chain(cert_path, key_path)
+        chain, key = Path(cert_path).read_bytes(), Path(key_path).read_bytes()
+        self._next = grpc.ssl_server_certificate_configuration([(key, chain)], root_certificates=roots)
+
+
+def watched_paths(config: object) -> list[str]:
+    """The files whose change replaces the proxy's certificate: tlsCertPath, tlsKeyPath and, with
+    mutual TLS, tls.server.trustCertPath (none for a test-mode pair made in a private directory)."""
+    cert, key = getattr(config, "tls_cert_path", ""), getattr(config, "tls_key_path", "")
+    if not (cert and key):
+        return []
+    trust = getattr(config, "tls_server_trust_cert_path", "") if need_client_auth(config) != CLIENT_AUTH_NONE else ""
+    return [p for p in (cert, key, trust) if p]
 
 
 # ---- the permissive front ------------------------------------------------------------------------

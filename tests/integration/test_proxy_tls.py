@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextlib.contextmanager
-def _tls_cluster(workdir: Path, env: dict[str, str] | None = None) -> Iterator[tuple[str, Path, ManagedProcess]]:
+def _tls_cluster(workdir: Path, env: dict[str, str] | None = None,
+                 extra: tuple[str, ...] = ()) -> Iterator[tuple[str, Path, ManagedProcess]]:
     """A NameServer, a broker and a permissive-TLS proxy (test-mode pair): (endpoint, cert, proxy)."""
     runner = ProcessRunner(workdir)
     cert, key = workdir / "tls" / "rocketmq.crt", workdir / "tls" / "rocketmq.key"
@@ -34,7 +36,7 @@ def _tls_cluster(workdir: Path, env: dict[str, str] | None = None) -> Iterator[t
         start_broker(runner, workdir, namesrv)
         proxy = runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "autoCreateTopicEnable=true",
                                        "tlsTestModeEnable=true", f"tlsCertPath={cert}", f"tlsKeyPath={key}",
-                                       "tls.server.mode=permissive"],
+                                       "tls.server.mode=permissive", *extra],
                              ready_port=proxy_port, name="proxy", timeout=30, env=env)
         yield f"127.0.0.1:{proxy_port}", cert, proxy
     except BaseException:
@@ -105,3 +107,42 @@ def test_permissive_front_on_uvloop(tmp_path: Path) -> None:
             with grpc.secure_channel(endpoint, creds) as secure:
                 assert _route(secure).status.code == pb.Code.OK
         assert proxy.popen.poll() is None
+
+
+def _secure_route_ok(endpoint: str, trust: Path) -> bool:
+    creds = grpc.ssl_channel_credentials(root_certificates=trust.read_bytes())
+    with grpc.secure_channel(endpoint, creds, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+        try:
+            return _route(channel).status.code == pb.Code.OK
+        except grpc.RpcError:
+            return False
+
+
+def test_a_rotated_certificate_is_served_without_a_restart(tmp_path: Path) -> None:
+    """tlsCertWatchIntervalMs (upstream's TlsCertificateManager): a new tlsCertPath/tlsKeyPath pair
+    reaches new TLS connections; half a rotation (the certificate alone) keeps the old pair."""
+    from orbitmq.remoting.tls import generate_self_signed
+
+    live_cert, live_key = tmp_path / "tls" / "rocketmq.crt", tmp_path / "tls" / "rocketmq.key"
+    live_cert.parent.mkdir()
+    generate_self_signed(str(live_cert), str(live_key))
+    old_cert = tmp_path / "old.crt"
+    old_cert.write_bytes(live_cert.read_bytes())
+    new_cert, new_key = tmp_path / "new.crt", tmp_path / "new.key"
+    generate_self_signed(str(new_cert), str(new_key))
+    with _tls_cluster(tmp_path, extra=("tlsCertWatchIntervalMs=300",)) as (endpoint, cert, proxy):
+        assert cert == live_cert
+        assert _secure_route_ok(endpoint, old_cert)
+        assert not _secure_route_ok(endpoint, new_cert)
+        live_cert.write_bytes(new_cert.read_bytes())  # the certificate first: not a pair yet
+        time.sleep(1.0)
+        assert _secure_route_ok(endpoint, old_cert)
+        live_key.write_bytes(new_key.read_bytes())
+        deadline = time.monotonic() + 15
+        while not _secure_route_ok(endpoint, new_cert):
+            assert time.monotonic() < deadline, "the proxy never served the new certificate"
+            time.sleep(0.3)
+        assert not _secure_route_ok(endpoint, old_cert)
+        with grpc.insecure_channel(endpoint) as plain:  # the plaintext side is untouched
+            assert _route(plain).status.code == pb.Code.OK
+        assert "do not load yet" in proxy.log_text() and proxy.popen.poll() is None
