@@ -22,7 +22,8 @@ EARLIEST, LATEST = -2, -1
 
 # Lower-case (Spark hands Python data sources a case-insensitive dict) -> spelling in messages.
 _COMMON = {"endpoints": "endpoints", "topic": "topic", "accesskey": "accessKey", "secretkey": "secretKey",
-           "tls": "tls", "requesttimeout": "requestTimeout"}
+           "tls": "tls", "tlscafile": "tlsCaFile", "tlscertfile": "tlsCertFile", "tlskeyfile": "tlsKeyFile",
+           "requesttimeout": "requestTimeout"}
 READ_OPTIONS = {**_COMMON, "filterexpression": "filterExpression", "startingoffsets": "startingOffsets",
                 "startingtimestamp": "startingTimestamp", "failondataloss": "failOnDataLoss"}
 BATCH_READ_OPTIONS = {**READ_OPTIONS, "endingoffsets": "endingOffsets", "endingtimestamp": "endingTimestamp"}
@@ -56,13 +57,20 @@ class Connection:
     secret_key: str | None = None
     tls: bool = False
     request_timeout: float = 10.0
+    # PEM files, read where the client runs (the driver and every executor): the CA the proxy's
+    # certificate is checked against, and the client certificate and key of mutual TLS.
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
 
     def client_config(self) -> ClientConfig:
         creds = Credentials(self.access_key, self.secret_key) if self.access_key else None
-        return ClientConfig(self.endpoints, credentials=creds, tls=self.tls, request_timeout=self.request_timeout)
+        return ClientConfig(self.endpoints, credentials=creds, tls=self.tls, request_timeout=self.request_timeout,
+                            ca_file=self.tls_ca_file, cert_file=self.tls_cert_file, key_file=self.tls_key_file)
 
     def key(self) -> tuple:
-        return (self.endpoints, self.access_key, self.secret_key, self.tls, self.request_timeout)
+        return (self.endpoints, self.access_key, self.secret_key, self.tls, self.request_timeout, self.tls_ca_file,
+                self.tls_cert_file, self.tls_key_file)
 
 
 @dataclass
@@ -146,7 +154,17 @@ def _connection(opts: dict[str, str]) -> Connection:
             raise _fail(f"option requestTimeout must be seconds, not {timeout!r}") from None
         if seconds <= 0:
             raise _fail(f"option requestTimeout must be > 0, not {timeout!r}")
-    return Connection(str(endpoints), ak or None, sk or None, _bool(opts, "tls", "tls", False), seconds)
+    ca, cert, key = (str(opts[k]).strip() if opts.get(k) is not None else None
+                     for k in ("tlscafile", "tlscertfile", "tlskeyfile"))
+    for name, value in (("tlsCaFile", ca), ("tlsCertFile", cert), ("tlsKeyFile", key)):
+        if value == "":
+            raise _fail(f"option {name} is blank: give a PEM file's path or leave it out")
+    if bool(cert) != bool(key):
+        raise _fail("options tlsCertFile and tlsKeyFile must be given together (the client certificate and its key)")
+    tls = _bool(opts, "tls", "tls", False)
+    if (ca or cert) and opts.get("tls") is not None and not tls:
+        raise _fail("options tlsCaFile/tlsCertFile/tlsKeyFile need TLS: leave tls out or set it to true")
+    return Connection(str(endpoints), ak or None, sk or None, tls or bool(ca or cert), seconds, ca, cert, key)
 
 
 def _topics(opts: dict[str, str], required: bool) -> list[str]:

@@ -24,6 +24,7 @@ from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingError
 from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.tls import client_ssl_context
+from orbitmq.spark.options import parse_write
 from tests.support import ProcessFailed, ProcessRunner, free_port
 from tests.support.pki import Pki, make_pki
 
@@ -146,6 +147,11 @@ async def test_the_proxy_requiring_client_certificates(procs: ProcessRunner, tmp
     async with AsyncProducer(config, ["MutualTlsTopic"]) as producer:
         receipt = await producer.send(Message("MutualTlsTopic", b"over mutual TLS"))
     assert receipt.message_id
+    # the Spark data source's options make the same client (tlsCaFile, tlsCertFile, tlsKeyFile)
+    spark_conn = parse_write({"endpoints": endpoint, "topic": "MutualTlsTopic", "tlsCaFile": pki.ca_cert,
+                              "tlsCertFile": pki.client_cert, "tlsKeyFile": pki.client_key}).conn
+    async with AsyncProducer(spark_conn.client_config(), ["MutualTlsTopic"]) as producer:
+        assert (await producer.send(Message("MutualTlsTopic", b"from spark's options"))).message_id
     # TLS without a certificate, or with one no trusted CA signed: refused at the handshake
     for creds in _refused_credentials(pki):
         async with grpc.aio.secure_channel(endpoint, creds) as channel:

@@ -41,6 +41,9 @@ def test_read_options() -> None:
     ({**EP, "maxMessagesPerTrigger": "ten"}, True, "option maxMessagesPerTrigger must be an integer"),
     ({**EP, "accessKey": "ak"}, True, "accessKey and secretKey must be given together"),
     ({**EP, "tls": "yes"}, True, "option tls must be true or false"),
+    ({**EP, "tlsCertFile": "/c.pem"}, True, "tlsCertFile and tlsKeyFile must be given together"),
+    ({**EP, "tlsCaFile": " "}, False, "option tlsCaFile is blank"),
+    ({**EP, "tls": "false", "tlsCaFile": "/ca.pem"}, True, "need TLS"),
 ])
 def test_bad_read_options(options: dict, streaming: bool, message: str) -> None:
     with pytest.raises(RocketMQOptionError, match=".*") as info:
@@ -55,3 +58,11 @@ def test_write_options() -> None:
         parse_write({"endpoints": "h:1", "topic": "A,B"})
     with pytest.raises(RocketMQOptionError, match="unknown option 'startingoffsets'"):
         parse_write({"endpoints": "h:1", "startingOffsets": "earliest"})
+
+
+def test_tls_file_options_reach_the_client_config() -> None:
+    conn = parse_write({"endpoints": "h:1", "TLSCAFILE": "/ca.pem", "tlsCertFile": "/c.pem", "tlsKeyFile": "/c.key"}).conn
+    config = conn.client_config()
+    assert config.tls and (config.ca_file, config.cert_file, config.key_file) == ("/ca.pem", "/c.pem", "/c.key")
+    assert conn.key() != parse_write({"endpoints": "h:1", "tls": "true"}).conn.key()  # clients are not shared
+    assert not parse_read(EP, True).conn.client_config().tls
