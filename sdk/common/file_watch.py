@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
@@ -21,6 +22,30 @@ from orbitmq.common.aio import cancel_and_wait
 log = logging.getLogger("orbitmq.file_watch")
 
 OnChange = Callable[[set[str]], Awaitable[bool]]
+
+
+def reload_on_change(reload: Callable[[], None], logger: logging.Logger) -> OnChange:
+    """An ``on_change`` for TLS files: run the blocking ``reload`` on a worker thread. When the
+    files do not load yet (typically half a rotation: the certificate written, its key not yet),
+    the old context stays, a warning is logged once per set of changed files, and the change stays
+    unsettled, so it is tried again on every look until the files make a pair."""
+    failed: set[str] = set()
+
+    async def on_change(changed: set[str]) -> bool:
+        nonlocal failed
+        try:
+            await asyncio.to_thread(reload)
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            if changed != failed:
+                logger.warning("TLS files changed (%s) but do not load yet, serving the old certificate: %s",
+                               ", ".join(sorted(changed)), exc)
+                failed = set(changed)
+            return False
+        failed = set()
+        logger.info("TLS certificate reloaded after a change of %s: new handshakes get it", ", ".join(sorted(changed)))
+        return True
+
+    return on_change
 
 
 def _digest(path: str) -> str | None:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Callable
 from typing import Any
 
-from orbitmq.common.file_watch import FileWatchService
+from orbitmq.common.file_watch import FileWatchService, reload_on_change
 from orbitmq.remoting import tls as remoting_tls
 from orbitmq.remoting.channel import (
     DEFAULT_FRAME_READ_TIMEOUT_SECONDS,
@@ -73,7 +72,6 @@ class RemotingServer:
         self._server: asyncio.base_events.Server | None = None
         self._tls: remoting_tls.ReloadableServerContext | None = None
         self._cert_watch: FileWatchService | None = None
-        self._tls_reload_failed: set[str] = set()
         self._channels: set[Channel] = set()
         self._connect_listeners: list[Callable[[Channel], object]] = []
         self.port = port
@@ -104,8 +102,8 @@ class RemotingServer:
             ctx = self._tls.context
             paths = self._tls.watched_paths()
             if paths:  # a new certificate (and key, or trust) is served without a restart
-                self._cert_watch = FileWatchService(paths, remoting_tls.CERT_WATCH_INTERVAL_S, self._reload_tls,
-                                                    "remoting-tls-watch")
+                self._cert_watch = FileWatchService(paths, remoting_tls.CERT_WATCH_INTERVAL_S,
+                                                    reload_on_change(self._tls.reload, log), "remoting-tls-watch")
                 await self._cert_watch.start()
         if ctx is not None and remoting_tls.server_tls_mode(self._tls_config) == remoting_tls.PERMISSIVE:
             listener = remoting_tls.PermissiveListener(self.host, self._requested_port, self._new_channel, ctx)
@@ -116,22 +114,6 @@ class RemotingServer:
                                                     backlog=1024, reuse_address=True, ssl=ctx)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("remoting server listening on %s:%s", self.host, self.port)
-
-    async def _reload_tls(self, changed: set[str]) -> bool:
-        assert self._tls is not None
-        try:
-            await asyncio.to_thread(self._tls.reload)
-        except (OSError, ValueError, ssl.SSLError) as exc:
-            # Typically half a rotation (the certificate written, its key not yet): tried again
-            # on every look until the files make a pair.
-            if changed != self._tls_reload_failed:
-                log.warning("TLS files changed (%s) but do not load yet, serving the old certificate: %s",
-                            ", ".join(sorted(changed)), exc)
-                self._tls_reload_failed = set(changed)
-            return False
-        self._tls_reload_failed = set()
-        log.info("TLS context reloaded after a change of %s", ", ".join(sorted(changed)))
-        return True
 
     def _new_channel(self) -> Channel:
         return Channel(self._processors, max_frame_size=self._max_frame_size,

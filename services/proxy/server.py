@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 
 from orbitmq.auth.client import install_signing
 from orbitmq.client import MQClientAPI, TopicRouteCache, parse_namesrv_addr
-from orbitmq.common.file_watch import FileWatchService
+from orbitmq.common.file_watch import FileWatchService, reload_on_change
 from orbitmq.common.metrics import hub, metrics_enabled
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
 from orbitmq.proxy import tls
@@ -61,7 +60,6 @@ class ProxyServer:
         self._tls_front: tls.TlsFront | None = None
         self._credentials: tls.ReloadableCredentials | None = None
         self._cert_watch: FileWatchService | None = None
-        self._cert_reload_failed: set[str] = set()
         self.tracer: ProxyTracer | None = None  # traceEnable: trace records for gRPC clients
 
     def failover_stats(self) -> dict[str, int]:
@@ -157,7 +155,7 @@ class ProxyServer:
             paths = tls.watched_paths(cfg)
             if paths:  # rotated certificates are served without a restart
                 self._cert_watch = FileWatchService(paths, cfg.tls_cert_watch_interval_ms / 1000.0,
-                                                    self._reload_certificate, "proxy-tls-watch")
+                                                    reload_on_change(self._reload_certificate, log), "proxy-tls-watch")
                 await self._cert_watch.start()
             if tls.parse_tls_mode(cfg.tls_server_mode) == tls.ENFORCING:
                 port = server.add_secure_port(public, creds)
@@ -173,22 +171,11 @@ class ProxyServer:
             raise OSError(f"cannot listen on {public}")
         return port
 
-    async def _reload_certificate(self, changed: set[str]) -> bool:
-        cfg = self.config
+    def _reload_certificate(self) -> None:
+        """Blocking: the new pair (and trust roots) for grpc's next handshakes."""
         assert self._credentials is not None
-        try:
-            roots = await asyncio.to_thread(tls.client_auth_roots, cfg)
-            await asyncio.to_thread(self._credentials.replace, cfg.tls_cert_path, cfg.tls_key_path, roots)
-        except (OSError, ValueError, ssl.SSLError) as exc:  # half a rotation: tried again on the next look
-            if changed != self._cert_reload_failed:
-                log.warning("TLS files changed (%s) but do not load yet, serving the old certificate: %s",
-                            ", ".join(sorted(changed)), exc)
-                self._cert_reload_failed = set(changed)
-            return False
-        self._cert_reload_failed = set()
-        log.info("The certificate and private key changed, new TLS handshakes get the new pair (%s)",
-                 ", ".join(sorted(changed)))
-        return True
+        cfg = self.config
+        self._credentials.replace(cfg.tls_cert_path, cfg.tls_key_path, tls.client_auth_roots(cfg))
 
     async def shutdown(self) -> None:
         if self._cert_watch is not None:

@@ -157,12 +157,9 @@ class DefaultHAConnection:
                 self.next_transfer_from_where = store.commit_log.roll_next_file(start)
                 return True
             return False
-        budget = self.flow.can_transfer_max_bytes()
-        if budget <= 0:  # this second's budget is spent: send again in the next one
-            self.flow.warn_throttled(self.client_address)
-            await asyncio.sleep(self.flow.seconds_to_next_window())
-            return True
-        size = min(size, budget)
+        size = await self.flow.allowance(size, self.client_address)  # haFlowControlEnable
+        if size == 0:
+            return True  # waited for the next second's budget
         data = mf.read(pos, size)
         if data is None:
             return False

@@ -8,6 +8,7 @@ spent its budget sleeps until the window ends instead of spinning.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -47,6 +48,16 @@ class FlowMonitor:
 
     def seconds_to_next_window(self) -> float:
         return max(self._window_start + _WINDOW_S - self._clock(), 0.0)
+
+    async def allowance(self, size: int, peer: str) -> int:
+        """How many of ``size`` bytes may be sent now; 0 after waiting out a spent window (look
+        again: the data may have moved on meanwhile)."""
+        budget = self.can_transfer_max_bytes()
+        if budget > 0:
+            return min(size, budget)
+        self.warn_throttled(peer)
+        await asyncio.sleep(self.seconds_to_next_window())
+        return 0
 
     def warn_throttled(self, peer: str) -> None:
         """Upstream's "Trigger HA flow control" line, at most once a second."""
