@@ -537,7 +537,13 @@ async def broker_status(admin: MQAdminExt, args: argparse.Namespace) -> Result:
 # helpers) register themselves on import.
 # The ACL 2.0 user/ACL commands (createUser ... listAcl, auth_commands) and queryMsgTraceById
 # (trace_commands) register themselves too.
-from orbitmq.admin import auth_commands, controller_commands, ops_commands, trace_commands  # noqa: E402,F401
+from orbitmq.admin import (  # noqa: E402,F401
+    auth_commands,
+    controller_commands,
+    lookup_commands,
+    ops_commands,
+    trace_commands,
+)
 
 # ---- entry point ----------------------------------------------------------------------------------
 

@@ -629,3 +629,55 @@ def test_every_command_has_help(flag: str, capsys: pytest.CaptureFixture[str]) -
         assert exited.value.code == 0, name
         out = capsys.readouterr().out
         assert out.startswith(f"usage: orbitmq admin {name}") and "--json" in out, out
+
+
+# ---- lookups and planning (sdk/admin/lookup_commands.py) ------------------------------------------------
+
+def test_decode_message_id_and_query_by_unique_key(cluster: Cluster) -> None:
+    from orbitmq.common.message_id import create_uniq_id, uniq_id_ip
+
+    uniq = create_uniq_id()
+    text = ok(cluster, "DecodeMessageId", "-i", uniq)
+    assert text.splitlines()[0] == f"ip={uniq_id_ip(uniq)}" and text.splitlines()[1].startswith("date=20")
+    assert "not a unique message id" in failed(cluster, "DecodeMessageId", "-i", "xyz")
+
+    new_topic(cluster, "OpsUnique")
+    first, second = send_messages(cluster, "OpsUnique", 2)
+    doc = ok_json(cluster, "queryMsgByUniqueKey", "-i", first.msg_id, "-t", "OpsUnique")
+    assert (doc["msgId"], doc["body"]) == (first.msg_id, "OpsUnique-body-0")
+    shown = ok(cluster, "queryMsgByUniqueKey", "-i", second.msg_id, "-t", "OpsUnique")
+    assert second.offset_msg_id in shown and "OpsUnique-body-1" in shown
+    assert len(ok_json(cluster, "queryMsgByUniqueKey", "-i", first.msg_id, "-t", "OpsUnique", "-a")) == 1
+    assert "not found" in failed(cluster, "queryMsgByUniqueKey", "-i", "0" * 32, "-t", "OpsUnique")
+    assert "-t/--topic" in usage_error(cluster, "queryMsgByUniqueKey", "-i", first.msg_id)
+    assert "go together" in usage_error(cluster, "queryMsgByUniqueKey", "-i", first.msg_id, "-t", "OpsUnique",
+                                        "-g", "G")
+
+
+def test_allocate_mq_get_consumer_config_and_order_conf(cluster: Cluster) -> None:
+    new_topic(cluster, "OpsAllocate", queues=5)
+    plan = ok_json(cluster, "allocateMQ", "-t", "OpsAllocate", "-i", "10.0.0.1,10.0.0.2")["result"]
+    assert [q["queueId"] for q in plan["10.0.0.1"]] == [0, 1, 2]  # AllocateMessageQueueAveragely
+    assert [q["queueId"] for q in plan["10.0.0.2"]] == [3, 4]
+    assert {q["brokerName"] for q in plan["10.0.0.1"]} == {BROKER_NAME}
+    text = ok(cluster, "allocateMQ", "-t", "OpsAllocate", "-i", "a,b,c,d,e,f")
+    assert json.loads(text)["result"]["f"] == []  # more clients than queues: the last gets none
+    assert failed(cluster, "allocateMQ", "-t", "NoSuchAllocate", "-i", "a")
+
+    ok(cluster, "updateSubGroup", "-c", CLUSTER, "-g", "CG_OPS_CONFIG", "-r", "5")
+    (entry,) = ok_json(cluster, "getConsumerConfig", "-g", "CG_OPS_CONFIG")
+    assert (entry["clusterName"], entry["brokerName"]) == (CLUSTER, BROKER_NAME)
+    assert entry["subscriptionGroupConfig"]["retryMaxTimes"] == 5
+    lines = ok(cluster, "getConsumerConfig", "-g", "CG_OPS_CONFIG").splitlines()
+    assert lines[0] == f"============================={CLUSTER}:{BROKER_NAME}============================="
+    assert f"{'retryMaxTimes':<40}=  5" in lines and f"{'consumeEnable':<40}=  true" in lines
+    assert "on no broker" in failed(cluster, "getConsumerConfig", "-g", "CG_NOBODY_HAS")
+
+    assert "success" in ok(cluster, "updateOrderConf", "-t", "OpsOrder", "-m", "put", "-v", f"{BROKER_NAME}:4")
+    assert ok_json(cluster, "updateOrderConf", "-t", "OpsOrder", "-m", "get")["orderConf"] == f"{BROKER_NAME}:4"
+    assert "please set orderConf" in usage_error(cluster, "updateOrderConf", "-t", "OpsOrder", "-m", "put")
+    assert "brokerName:queueNums" in usage_error(cluster, "updateOrderConf", "-t", "OpsOrder", "-m", "put",
+                                                 "-v", "broker-a")
+    assert "put, get or delete" in usage_error(cluster, "updateOrderConf", "-t", "OpsOrder", "-m", "list")
+    ok(cluster, "updateOrderConf", "-t", "OpsOrder", "-m", "delete")
+    assert "no orderConf" in failed(cluster, "updateOrderConf", "-t", "OpsOrder", "-m", "get")

@@ -1,0 +1,197 @@
+"""mqadmin's lookup and planning commands: DecodeMessageId, queryMsgByUniqueKey, allocateMQ,
+getConsumerConfig and updateOrderConf, with upstream's names and flags.
+
+Each registers itself with ``cli.command`` on import. Deviations, each for a reason:
+- DecodeMessageId prints ``ip=`` and ``date=`` on two lines (upstream runs them together on one).
+- allocateMQ sorts the topic's queues (topic, broker, queue id) before dividing them; upstream
+  hands the strategy a HashSet's order, so its answer can differ from run to run. The client ids
+  are taken in the order given, as upstream does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from typing import Any
+
+from orbitmq.admin import ops_commands
+from orbitmq.admin.admin_api import ORDER_TOPIC_CONFIG_NAMESPACE, AdminError, MQAdminExt
+from orbitmq.admin.cli import Result, UsageError, command
+from orbitmq.admin.controller_commands import without_namesrv
+from orbitmq.admin.output import message_to_json, render_message
+from orbitmq.common.constants import PERM_READ
+from orbitmq.common.message_id import uniq_id_ip, uniq_id_timestamp
+
+# DefaultMQAdminExt.queryMessageByUniqKey's cap (queryMsgByUniqueKey -a: "the limit is 32")
+_UNIQUE_KEY_MAX = 32
+
+
+# ---- DecodeMessageId ---------------------------------------------------------------------------
+
+def _decode_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--messageId", dest="msg_id", required=True, help="unique message ID")
+
+
+@command("DecodeMessageId", "Decode unique message ID", _decode_options)
+@without_namesrv  # pure decoding, as upstream: no NameServer needed
+async def decode_message_id(_admin: Any, args: argparse.Namespace) -> Result:
+    """The producer's address and the (month-relative, so approximate) creation time inside a
+    client message id (MessageClientIDSetter's layout)."""
+    msg_id = args.msg_id.strip()
+    try:
+        ip = uniq_id_ip(msg_id)
+        born = uniq_id_timestamp(msg_id)
+    except (ValueError, TypeError) as exc:
+        raise AdminError(f"{msg_id!r} is not a unique message id: {exc}") from None
+    date = dt.datetime.fromtimestamp(born / 1000).strftime("%Y-%m-%d %H:%M:%S,") + f"{born % 1000:03d}"
+    return Result({"msgId": msg_id, "ip": ip, "date": date, "timestamp": born}, f"ip={ip}\ndate={date}")
+
+
+# ---- queryMsgByUniqueKey -----------------------------------------------------------------------
+
+def _unique_key_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="Message Id")
+    p.add_argument("-t", "--topic", required=True, help="The topic of msg")
+    p.add_argument("-g", "--consumerGroup", dest="group", help="consumer group name")
+    p.add_argument("-d", "--clientId", dest="client_id", help="The consumer's client id")
+    p.add_argument("-a", "--showAll", dest="show_all", action="store_true", help="Print all message, the limit is 32")
+    p.add_argument("-c", "--cluster", help="Cluster name or lmq parent topic, lmq is used to find the route.")
+
+
+@command("queryMsgByUniqueKey", "Query Message by Unique key", _unique_key_options)
+async def query_msg_by_unique_key(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """The message(s) whose UNIQ_KEY (what clients call the message id) is -i in topic -t; with -g
+    and -d, that consumer consumes it now (as queryMsgById -g -d)."""
+    msg_id, topic = args.msg_id.strip(), args.topic.strip()
+    if bool(args.group) != bool(args.client_id):
+        raise UsageError("-g consumerGroup and -d clientId go together")
+    if args.cluster and args.cluster.strip() != topic:
+        # Upstream uses -c only to find the route of an LMQ (light message queue) topic.
+        raise UsageError("-c names an LMQ parent topic; OrbitMQ has no LMQ topics (leave -c out)")
+    found = await admin.query_message(topic, msg_id, _UNIQUE_KEY_MAX, 0, 2**63 - 1, unique_key=True)
+    if not found:
+        raise AdminError(f"message {msg_id} not found in topic {topic}")
+    if args.group:
+        result = await ops_commands.consume_directly(admin, args.group.strip(), args.client_id.strip(), found[0])
+        return Result(result, ops_commands.directly_result_string(result))
+    shown = found if args.show_all else found[:1]
+    docs = [message_to_json(m) for m in shown]
+    return Result(docs if args.show_all else docs[0], "\n\n".join(render_message(m) for m in shown))
+
+
+# ---- allocateMQ --------------------------------------------------------------------------------
+
+def _allocate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-i", "--ipList", dest="ip_list", required=True, help="ipList")
+
+
+def allocate_averagely(queues: list[Any], clients: list[str], client: str) -> list[Any]:
+    """AllocateMessageQueueAveragely: contiguous shares, the first ``len % n`` clients one more."""
+    if client not in clients or not queues:
+        return []
+    index, total, n = clients.index(client), len(queues), len(clients)
+    mod = total % n
+    if total <= n:
+        size = 1
+    else:
+        size = total // n + 1 if mod > 0 and index < mod else total // n
+    start = index * size if mod > 0 and index < mod else index * size + mod
+    return [queues[(start + i) % total] for i in range(max(min(size, total - start), 0))]
+
+
+@command("allocateMQ", "Allocate MQ", _allocate_options)
+async def allocate_mq(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """How a topic's readable queues divide between the clients (-i ip1,ip2) with the averaging
+    strategy: RebalanceResult's JSON."""
+    topic = args.topic.strip()
+    clients = [ip.strip() for ip in args.ip_list.split(",") if ip.strip()]
+    if not clients:
+        raise UsageError("-i ipList is empty")
+    route = await admin.topic_route(topic)
+    queues = sorted(({"brokerName": qd.broker_name, "queueId": i, "topic": topic}
+                     for qd in route.queue_datas if qd.perm & PERM_READ for i in range(qd.read_queue_nums)),
+                    key=lambda q: (q["topic"], q["brokerName"], q["queueId"]))
+    result = {"result": {ip: allocate_averagely(queues, clients, ip) for ip in clients}}
+    return Result(result, json.dumps(result, separators=(",", ":")))
+
+
+# ---- getConsumerConfig -------------------------------------------------------------------------
+
+def _consumer_config_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--groupName", dest="group", required=True, help="subscription group name")
+
+
+@command("getConsumerConfig", "Get consumer config by subscription group name!", _consumer_config_options)
+async def get_consumer_config(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """The group's SubscriptionGroupConfig on every broker that has it, field by field."""
+    group = args.group.strip()
+    info = await admin.cluster_info()
+    cluster_of = {name: cluster for cluster, names in info.cluster_addr_table.items() for name in names}
+    docs, lines = [], []
+    for broker_name, data in sorted(info.broker_addr_table.items()):
+        addr = data.select_broker_addr()
+        if not addr:
+            continue
+        config = await admin.get_subscription_group(addr, group)
+        if config is None:
+            continue
+        doc = config.to_json_dict()
+        cluster = cluster_of.get(broker_name, "")
+        docs.append({"clusterName": cluster, "brokerName": broker_name, "subscriptionGroupConfig": doc})
+        lines.append(f"============================={cluster}:{broker_name}=============================")
+        lines += [f"{key:<40}=  {'' if value is None else _java_text(value)}" for key, value in doc.items()]
+    if not docs:
+        raise AdminError(f"subscription group {group} is on no broker")
+    return Result(docs, "\n".join(lines))
+
+
+def _java_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+# ---- updateOrderConf ---------------------------------------------------------------------------
+
+def _order_conf_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-v", "--orderConf", dest="order_conf", help="set order conf [eg. brokerName1:num;brokerName2:num]")
+    p.add_argument("-m", "--method", required=True, help="option type [eg. put|get|delete")
+
+
+@command("updateOrderConf", "Create or update or delete order conf", _order_conf_options)
+async def update_order_conf(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """A topic's order conf (brokerName:queueNums;...) in the NameServers' ORDER_TOPIC_CONFIG KV
+    namespace, which routes of orderly topics carry."""
+    topic, method = args.topic.strip(), args.method.strip()
+    if method == "get":
+        conf = await admin.get_kv_config(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
+        if conf is None:
+            raise AdminError(f"topic {topic} has no orderConf")
+        return Result({"topic": topic, "orderConf": conf},
+                      f"get orderConf success. topic=[{topic}], orderConf=[{conf}] ")
+    if method == "put":
+        conf = (args.order_conf or "").strip()
+        if not conf:
+            raise UsageError("please set orderConf with option -v.")
+        _check_order_conf(conf)
+        await admin.put_kv_config(ORDER_TOPIC_CONFIG_NAMESPACE, topic, conf)
+        return Result({"topic": topic, "orderConf": conf}, f"update orderConf success. topic=[{topic}], orderConf=[{conf}]")
+    if method == "delete":
+        await admin.delete_kv_config(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
+        return Result({"topic": topic, "deleted": True}, f"delete orderConf success. topic=[{topic}]")
+    raise UsageError(f"-m method must be put, get or delete, not {method!r}")
+
+
+def _check_order_conf(conf: str) -> None:
+    """brokerName:num;... (upstream stores any text; a malformed one breaks every route of the topic)."""
+    for part in conf.split(";"):
+        name, sep, num = part.partition(":")
+        if not part:
+            continue
+        if not sep or not name.strip() or not num.strip().isdigit() or int(num) <= 0:
+            raise UsageError(f"-v orderConf {conf!r}: each entry must be brokerName:queueNums, not {part!r}")
