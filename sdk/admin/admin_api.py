@@ -436,6 +436,24 @@ class MQAdminExt:
     async def delete_expired_commit_log(self, addr: str) -> None:
         await self.api.call(addr, RequestCode.DELETE_EXPIRED_COMMITLOG)
 
+    async def clean_expired_consume_queue(self, addr: str) -> None:
+        await self.api.call(addr, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
+
+    async def clean_unused_topic(self, addr: str) -> None:
+        await self.api.call(addr, RequestCode.CLEAN_UNUSED_TOPIC)
+
+    async def query_consume_queue(self, addr: str, topic: str, queue_id: int, index: int, count: int,
+                                  group: str | None) -> tuple[dict[str, Any], str | None]:
+        """QUERY_CONSUME_QUEUE: (QueryConsumeQueueResponseBody, the broker's remark)."""
+        response = await self.api.call(addr, RequestCode.QUERY_CONSUME_QUEUE, {
+            k: v for k, v in {"topic": topic, "queueId": str(queue_id), "index": str(index), "count": str(count),
+                              "consumerGroup": group}.items() if v is not None})
+        try:
+            body = loads(response.body) if response.body else {}
+        except ValueError as exc:
+            raise AdminError(f"broker {addr} answered a body that is not JSON: {exc}") from None
+        return (body if isinstance(body, dict) else {}), response.remark
+
     async def topic_consumed_by(self, topic: str) -> list[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO on the topic's masters, merged."""
         groups: set[str] = set()

@@ -1,5 +1,6 @@
-"""mqadmin's lookup and planning commands: DecodeMessageId, queryMsgByUniqueKey, allocateMQ,
-getConsumerConfig and updateOrderConf, with upstream's names and flags.
+"""mqadmin's lookup, planning and store-maintenance commands: DecodeMessageId,
+queryMsgByUniqueKey, allocateMQ, getConsumerConfig, updateOrderConf, queryCq, cleanExpiredCQ and
+cleanUnusedTopic, with upstream's names and flags.
 
 Each registers itself with ``cli.command`` on import. Deviations, each for a reason:
 - DecodeMessageId prints ``ip=`` and ``date=`` on two lines (upstream runs them together on one).
@@ -195,3 +196,85 @@ def _check_order_conf(conf: str) -> None:
             continue
         if not sep or not name.strip() or not num.strip().isdigit() or int(num) <= 0:
             raise UsageError(f"-v orderConf {conf!r}: each entry must be brokerName:queueNums, not {part!r}")
+
+
+# ---- queryCq -----------------------------------------------------------------------------------
+
+def _query_cq_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-q", "--queue", dest="queue_id", type=int, required=True, help="queue num, ie. 1")
+    p.add_argument("-i", "--index", type=int, required=True, help="start queue index.")
+    p.add_argument("-c", "--count", type=int, default=10, help="how many.")
+    p.add_argument("-b", "--broker", help="broker addr.")
+    p.add_argument("-g", "--consumer", dest="group", help="consumer group.")
+
+
+@command("queryCq", "Query cq command.", _query_cq_options)
+async def query_cq(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """ConsumeQueue entries (physical offset, size, tags hash) of one queue, from -i on."""
+    topic = args.topic.strip()
+    if args.count <= 0:
+        raise UsageError(f"-c count must be positive, not {args.count}")
+    addr = (args.broker or "").strip()
+    if not addr:
+        masters = admin.route_masters(await admin.topic_route(topic))
+        if not masters:
+            raise AdminError(f"No topic route data! (topic {topic} has no master online)")
+        addr = masters[0][1]
+    body, remark = await admin.query_consume_queue(addr, topic, args.queue_id, args.index, args.count,
+                                                   (args.group or "").strip() or None)
+    out = []
+    if body.get("subscriptionData") is not None:
+        out += ["Subscription data: ", json.dumps(body["subscriptionData"], indent="\t"), _LINE]
+    if body.get("filterData") is not None:
+        out += ["Filter data: ", str(body["filterData"]), _LINE]
+    out += ["Queue data: ", f"max: {body.get('maxQueueIndex')}, min: {body.get('minQueueIndex')}", _LINE]
+    for i, entry in enumerate(body.get("queueData") or [], args.index):
+        fields = (f"physicOffset={entry.get('physicOffset')}, physicSize={entry.get('physicSize')}, "
+                  f"tagsCode={entry.get('tagsCode')}, extendDataJson='null', bitMap='null', eval=false, msg='null'")
+        out += [f"idx: {i}", "ConsumeQueueData{" + fields + "}", _LINE]
+    if remark:
+        out.append(remark)
+    return Result({**body, "brokerAddr": addr, "remark": remark}, "\n".join(out))
+
+
+_LINE = "======================================"
+
+
+# ---- cleanExpiredCQ / cleanUnusedTopic ---------------------------------------------------------
+
+def _clean_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-b", "--brokerAddr", dest="broker_addr", help="Broker address")
+    p.add_argument("-c", "--cluster", help="cluster name")
+
+
+async def _masters(admin: MQAdminExt, args: argparse.Namespace) -> list[str]:
+    """-b, else every master of -c, else every master of every cluster (as upstream with neither)."""
+    if args.broker_addr:
+        return [args.broker_addr.strip()]
+    if args.cluster:
+        return [addr for _n, addr in await admin.master_addrs(args.cluster.strip())]
+    targets = [addr for _n, addr in await admin.all_master_addrs()]
+    if not targets:
+        raise AdminError("no master broker online")
+    return targets
+
+
+@command("cleanExpiredCQ", "Clean expired ConsumeQueue on broker.", _clean_options)
+async def clean_expired_cq(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """Drop the ConsumeQueues whose messages retention has removed from the CommitLog."""
+    targets = await _masters(admin, args)
+    for i, addr in enumerate(targets, 1):
+        ops_commands.progress(f"[{i}/{len(targets)}] cleanExpiredCQ {addr}")
+        await admin.clean_expired_consume_queue(addr)
+    return Result({"brokers": targets, "success": True}, "success")
+
+
+@command("cleanUnusedTopic", "Clean unused topic on broker.", _clean_options)
+async def clean_unused_topic(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """Drop the ConsumeQueues of topics the broker no longer has a config for."""
+    targets = await _masters(admin, args)
+    for i, addr in enumerate(targets, 1):
+        ops_commands.progress(f"[{i}/{len(targets)}] cleanUnusedTopic {addr}")
+        await admin.clean_unused_topic(addr)
+    return Result({"brokers": targets, "success": True}, "success")

@@ -210,6 +210,7 @@ REMOTING_REQUIREMENTS: dict[int, _Builder | None] = {
     36: _fields(SUB, "originTopic", "group"),                            # CONSUMER_SEND_MSG_BACK
     37: _fields(PUB, "topic", None),                                     # END_TRANSACTION
     323: _fields(_UPDATE, "topic", None),                                # RESUME_CHECK_HALF_MESSAGE
+    321: _fields(GET),                                                   # QUERY_CONSUME_QUEUE (queryCq)
     46: _fields(SUB, None, "group"),                                     # CHECK_CLIENT_CONFIG
     105: _fields((Action.Pub, Action.Sub, Action.Get), "topic", None),   # GET_ROUTEINFO_BY_TOPIC
     12: _fields(GET, "topic", None), 29: _fields(GET, "topic", None),    # QUERY_MESSAGE, SEARCH_OFFSET

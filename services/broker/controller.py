@@ -833,10 +833,11 @@ class BrokerController:
         from orbitmq.broker.processors.replica import ReplicaProcessor  # 907; 1007, 1008 (controller mode)
         from orbitmq.broker.processors.send import SendMessageProcessor
         from orbitmq.broker.processors.send_back import SendBackProcessor  # CONSUMER_SEND_MSG_BACK
+        from orbitmq.broker.processors.store_admin import StoreAdminProcessor  # 306, 316, 321
 
         for processor_class in (SendMessageProcessor, PullMessageProcessor, QueryMessageProcessor,
                                 ClientManageProcessor, ConsumerManageProcessor, AdminBrokerProcessor,
-                                ConnectionsProcessor, SendBackProcessor, ReplicaProcessor):
+                                ConnectionsProcessor, SendBackProcessor, ReplicaProcessor, StoreAdminProcessor):
             processor_class(self).register()
         # --- RECALL_MESSAGE (services/broker/recall); SEND_REPLY_MESSAGE(_V2) (processors/reply.py) ---
         from orbitmq.broker.processors.reply import ReplyMessageProcessor

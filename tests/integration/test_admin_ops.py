@@ -681,3 +681,29 @@ def test_allocate_mq_get_consumer_config_and_order_conf(cluster: Cluster) -> Non
     assert "put, get or delete" in usage_error(cluster, "updateOrderConf", "-t", "OpsOrder", "-m", "list")
     ok(cluster, "updateOrderConf", "-t", "OpsOrder", "-m", "delete")
     assert "no orderConf" in failed(cluster, "updateOrderConf", "-t", "OpsOrder", "-m", "get")
+
+
+def test_query_cq_and_the_store_cleanups(cluster: Cluster) -> None:
+    from orbitmq.common.message_codec import tags_hash_code
+    from orbitmq.common.message_id import decode_offset_message_id
+
+    new_topic(cluster, "OpsCq", queues=2)
+    results = send_messages(cluster, "OpsCq", 3, queue_id=1, tags="cqtag")
+    doc = ok_json(cluster, "queryCq", "-t", "OpsCq", "-q", "1", "-i", "1", "-c", "5")
+    assert (doc["maxQueueIndex"], doc["minQueueIndex"]) == (3, 0)
+    assert [e["physicOffset"] for e in doc["queueData"]] == [decode_offset_message_id(r.offset_msg_id)[2]
+                                                             for r in results[1:]]
+    assert {e["tagsCode"] for e in doc["queueData"]} == {tags_hash_code("cqtag")}
+    text = ok(cluster, "queryCq", "-t", "OpsCq", "-q", "1", "-i", "0", "-c", "1", "-g", "CG_NOT_ONLINE")
+    assert "CG_NOT_ONLINE@OpsCq is not online!" in text and "idx: 0" in text and "idx: 1" not in text
+    assert "Index 9 of 1@OpsCq is not exist!" in ok(cluster, "queryCq", "-t", "OpsCq", "-q", "1", "-i", "9")
+    assert "7@OpsCq is not exist!" in failed(cluster, "queryCq", "-t", "OpsCq", "-q", "7", "-i", "0")
+    assert "-i/--index" in usage_error(cluster, "queryCq", "-t", "OpsCq", "-q", "1")
+
+    for command_name in ("cleanExpiredCQ", "cleanUnusedTopic"):
+        assert ok(cluster, command_name, "-b", cluster.addr).strip() == "success"
+        assert ok(cluster, command_name, "-c", CLUSTER).strip() == "success"
+        assert ok(cluster, command_name).strip() == "success"  # every master of every cluster
+        assert failed(cluster, command_name, "-c", "NoSuchCluster")
+    # Nothing in use was dropped: the topic's queue still answers with its three messages.
+    assert ok_json(cluster, "queryCq", "-t", "OpsCq", "-q", "1", "-i", "0")["maxQueueIndex"] == 3

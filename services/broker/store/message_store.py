@@ -7,6 +7,7 @@ event loop that ran ``start()``; flushing, recovery and retention work run on th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
@@ -33,6 +34,7 @@ from orbitmq.broker.store.model import (
 from orbitmq.broker.store.reput import ArrivalListener, Dispatcher, ReputMessageService
 from orbitmq.broker.store.retention import RetentionService, disk_partition_used_ratio
 from orbitmq.broker.store.running_flags import RunningFlags
+from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
 from orbitmq.common.message import MessageConst, MessageExt
 from orbitmq.common.message_codec import RecordError, decode_record
 from orbitmq.common.message_id import decode_offset_message_id
@@ -971,11 +973,55 @@ class MessageStore:
             await asyncio.to_thread(self._destroy_consume_queues, detached)
         return sum(len(queues) for _, queues in detached)
 
-    def _destroy_consume_queues(self, detached: list[tuple[str, list[ConsumeQueue]]]) -> None:
+    async def clean_expired_consume_queues(self) -> int:
+        """cleanExpiredConsumerQueue (CLEAN_EXPIRED_CONSUMEQUEUE): drop every ConsumeQueue whose
+        entries all point below the CommitLog's min offset (retention removed their messages),
+        except SCHEDULE_TOPIC_XXXX's, whose offsets are the delay service's progress. A topic left
+        without queues goes too. Returns how many queues."""
+        min_phy = self.commit_log.get_min_offset()
+        detached: list[tuple[str, list[ConsumeQueue]]] = []
+        emptied: list[str] = []
+        for topic, queues in list(self.consume_queue_table.items()):
+            if topic == RMQ_SYS_SCHEDULE_TOPIC:
+                continue
+            expired = [qid for qid, cq in queues.items() if 0 <= cq.max_physic_offset <= min_phy]
+            for qid in expired:
+                self.commit_log.remove_queue_from_topic_queue_table(topic, qid)
+            if expired:
+                detached.append((topic, [queues.pop(qid) for qid in expired]))
+            if not queues:
+                self.consume_queue_table.pop(topic, None)
+                emptied.append(topic)
+        if detached:
+            await asyncio.to_thread(self._destroy_consume_queues, detached, emptied)
+        count = sum(len(queues) for _, queues in detached)
+        log.info("cleanExpiredConsumerQueue: %d queues below CommitLog offset %d dropped", count, min_phy)
+        return count
+
+    async def clean_unused_topics(self, retain: Iterable[str], is_system_topic: Callable[[str], bool]) -> int:
+        """cleanUnusedTopic (CLEAN_UNUSED_TOPIC): drop the ConsumeQueues of every topic that is
+        neither in ``retain`` (the broker's topic config) nor a system topic. Returns how many."""
+        keep = set(retain)
+        unused = [t for t in self.consume_queue_table if t not in keep and not is_system_topic(t)]
+        count = await self.delete_topics(unused)
+        log.warning("cleanUnusedTopic: %d queues of %d topics without a topic config dropped: %s", count,
+                    len(unused), ", ".join(sorted(unused)))
+        return count
+
+    def _destroy_consume_queues(self, detached: list[tuple[str, list[ConsumeQueue]]],
+                                emptied: list[str] | None = None) -> None:
         for topic, queues in detached:
             for cq in queues:
                 cq.destroy()
-            shutil.rmtree(os.path.join(self.config.consume_queue_dir, topic), ignore_errors=True)
+            if emptied is None:  # whole topics (delete_topics)
+                shutil.rmtree(os.path.join(self.config.consume_queue_dir, topic), ignore_errors=True)
+            else:
+                for cq in queues:
+                    shutil.rmtree(os.path.join(self.config.consume_queue_dir, topic, str(cq.queue_id)),
+                                  ignore_errors=True)
+        for topic in emptied or ():
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(self.config.consume_queue_dir, topic))
 
     def runtime_info(self) -> dict[str, str]:
         cl = self.commit_log

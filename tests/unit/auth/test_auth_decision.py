@@ -142,6 +142,8 @@ def test_remoting_requirements_table() -> None:
     assert remoting_requirements(3005, {}, b"", "C") == [(Resource.cluster("C"), (Action.Get,))]
     # RESUME_CHECK_HALF_MESSAGE: Update on the topic (@RocketMQAction(action = UPDATE) upstream)
     assert remoting_requirements(323, {"topic": "t", "msgId": "x"}, b"", "C") == [(Resource.topic("t"), (Action.Update,))]
+    assert remoting_requirements(321, {"topic": "t", "consumerGroup": "g"}, b"", "C") == [
+        (Resource.topic("t"), (Action.Get,)), (Resource.group("g"), (Action.Get,))]
     hb = remoting_requirements(34, {}, b'{"consumerDataSet":[{"groupName":"g","subscriptionDataSet":'
                                        b'[{"topic":"t"},{"topic":"%RETRY%g"}]}]}', "C")
     assert hb == [(Resource.group("g"), (Action.Sub,)), (Resource.topic("t"), (Action.Sub,))]

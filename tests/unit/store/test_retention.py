@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 from orbitmq.broker.store.config import MessageStoreConfig
@@ -296,3 +297,67 @@ def test_disk_usage_counts_reserved_blocks_as_free_as_java_does(tmp_path, monkey
     monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(f_blocks=1000, f_bfree=780, f_bavail=160,
                                                                      f_frsize=4096))
     assert disk_partition_used_ratio(str(tmp_path)) == 0.22
+
+
+def _msg_to(topic: str, queue_id: int, i: int) -> MessageExtBrokerInner:
+    msg = _msg(i)
+    msg.topic, msg.queue_id = topic, queue_id
+    return msg
+
+
+async def test_clean_expired_consume_queues_drops_only_queues_wholly_below_the_min_offset(tmp_path):
+    """CLEAN_EXPIRED_CONSUMEQUEUE: a queue whose every message retention removed goes (files too);
+    a queue with a live message and SCHEDULE_TOPIC_XXXX's stay."""
+    cfg = _config(tmp_path, mapped_file_size_commit_log=8192, mapped_file_size_consume_queue=10 * 20)
+    store = MessageStore(cfg)
+    await store.start()
+    try:
+        for i in range(30):  # old: queue Old/0 and SCHEDULE_TOPIC_XXXX/1, then Mixed/0 in both eras
+            for topic, qid in (("Old", 0), ("SCHEDULE_TOPIC_XXXX", 1), ("Mixed", 0)):
+                assert (await store.put_message(_msg_to(topic, qid, i))).status is PutMessageStatus.PUT_OK
+        for i in range(60):  # new: Mixed/0 only, more than a segment of it
+            assert (await store.put_message(_msg_to("Mixed", 0, i))).status is PutMessageStatus.PUT_OK
+        await _settle(store)
+        clq = store.commit_log.mapped_file_queue
+        now = time.time()
+        for mf in clq.mapped_files[:-1]:  # every segment but the last has expired
+            os.utime(mf.path, (now - 7200, now - 7200))
+        retention = RetentionService(cfg, clq, store.running_flags, consume_queues=store.consume_queues,
+                                     index_service=None, min_commit_log_offset=store.commit_log.get_min_offset,
+                                     disk_usage_provider=Usage(0.80), clock=_hour_clock(10))
+        await retention.run_once()
+        old_end = store.get_consume_queue("Old", 0).max_physic_offset
+        assert store.commit_log.get_min_offset() >= old_end  # every Old message is gone
+        assert store.get_consume_queue("Mixed", 0).max_physic_offset > store.commit_log.get_min_offset()
+        old_dir = Path(cfg.consume_queue_dir) / "Old"
+        assert old_dir.is_dir()
+
+        assert await store.clean_expired_consume_queues() == 1
+        assert store.get_consume_queue("Old", 0) is None and not old_dir.exists()
+        assert store.get_consume_queue("SCHEDULE_TOPIC_XXXX", 1) is not None  # the delay service's progress
+        assert store.get_consume_queue("Mixed", 0) is not None  # it still has live messages
+        assert await store.clean_expired_consume_queues() == 0
+        # A new message to the dropped queue starts it again from offset 0.
+        r = await store.put_message(_msg_to("Old", 0, 1))
+        assert r.status is PutMessageStatus.PUT_OK and r.append_message_result.logics_offset == 0
+    finally:
+        await store.shutdown()
+
+
+async def test_clean_unused_topics_keeps_configured_and_system_topics(tmp_path):
+    """CLEAN_UNUSED_TOPIC: queues of topics without a config go; configured and system topics stay."""
+    store = MessageStore(_config(tmp_path))
+    await store.start()
+    try:
+        for topic in ("Kept", "Gone", "rmq_sys_wheel_timer", "RMQ_SYS_TRANS_HALF_TOPIC"):
+            assert (await store.put_message(_msg_to(topic, 0, 1))).status is PutMessageStatus.PUT_OK
+        await _settle(store)
+        from orbitmq.common.validators import is_system_topic
+
+        assert await store.clean_unused_topics({"Kept"}, is_system_topic) == 1
+        assert store.get_consume_queue("Gone", 0) is None
+        for topic in ("Kept", "rmq_sys_wheel_timer", "RMQ_SYS_TRANS_HALF_TOPIC"):
+            assert store.get_consume_queue(topic, 0) is not None, topic
+        assert not (Path(store.config.consume_queue_dir) / "Gone").exists()
+    finally:
+        await store.shutdown()

@@ -1,0 +1,84 @@
+"""The store's maintenance and inspection requests (AdminBrokerProcessor's share upstream):
+CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC (316) and QUERY_CONSUME_QUEUE (321), behind
+mqadmin's cleanExpiredCQ, cleanUnusedTopic and queryCq."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+from orbitmq.remoting.protocol import RemotingCommand
+
+from .base import Fields, RequestError
+
+if TYPE_CHECKING:
+    from orbitmq.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+# QUERY_CONSUME_QUEUE answers at most this many entries (upstream reads `count` from the request
+# without a bound; a huge count would build one huge body).
+MAX_QUERY_ENTRIES = 10_000
+
+
+class StoreAdminProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def register(self) -> None:
+        b = self.broker
+        b.register_processor(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, self.clean_expired_consume_queue)
+        b.register_processor(RequestCode.CLEAN_UNUSED_TOPIC, self.clean_unused_topic)
+        b.register_processor(RequestCode.QUERY_CONSUME_QUEUE, self.query_consume_queue)
+
+    async def clean_expired_consume_queue(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        count = await self.broker.message_store.clean_expired_consume_queues()
+        log.info("cleanExpiredConsumeQueue from %s: %d queues", self.broker.remote_addr(channel), count)
+        return request.response_to(ResponseCode.SUCCESS)
+
+    async def clean_unused_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        topics = self.broker.topic_config_manager
+        await self.broker.message_store.clean_unused_topics(topics.topic_names(), topics.is_system_topic)
+        return request.response_to(ResponseCode.SUCCESS)
+
+    async def query_consume_queue(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """QueryConsumeQueueResponseBody: the queue's bounds and ``count`` entries from ``index``
+        (physicOffset, physicSize, tagsCode; OrbitMQ keeps no ConsumeQueue extension, so no
+        extendDataJson, bitMap or eval), with the group's subscription when one is named."""
+        f = Fields(request.ext_fields)
+        topic, queue_id = f.str("topic"), f.int("queueId")
+        index, count = f.long("index"), f.int("count")
+        group = f.opt_str("consumerGroup")
+        cq = self.broker.message_store.get_consume_queue(topic, queue_id)
+        if cq is None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
+        body: dict[str, Any] = {"maxQueueIndex": cq.get_max_offset_in_queue(),
+                                "minQueueIndex": cq.get_min_offset_in_queue()}
+        if group is not None:
+            sub = self.broker.consumer_manager.find_subscription_data(group, topic)
+            body["subscriptionData"] = sub
+            body["filterData"] = (f"{group}@{topic} is not online!" if sub is None
+                                  else json.dumps(_filter_data(group, topic, sub)))
+        if cq.get_entry(index) is None:
+            response = request.response_to(ResponseCode.SUCCESS, f"Index {index} of {queue_id}@{topic} is not exist!")
+            response.body = json.dumps(body).encode("utf-8")
+            return response
+        entries = []
+        for i in range(index, min(index + max(count, 0), index + MAX_QUERY_ENTRIES)):
+            entry = cq.get_entry(i)
+            if entry is None:
+                break
+            physic_offset, physic_size, tags_code = entry
+            entries.append({"physicOffset": physic_offset, "physicSize": physic_size, "tagsCode": tags_code})
+        body["queueData"] = entries
+        return request.response_to(ResponseCode.SUCCESS, None, None, json.dumps(body).encode("utf-8"))
+
+
+def _filter_data(group: str, topic: str, sub: dict[str, Any]) -> dict[str, Any] | None:
+    """ConsumerFilterData of an SQL92 subscription (null for tags, as upstream keeps none)."""
+    if str(sub.get("expressionType", "TAG")).upper() != "SQL92":
+        return None
+    return {"consumerGroup": group, "topic": topic, "expression": sub.get("subString"),
+            "expressionType": "SQL92", "clientVersion": sub.get("subVersion"), "deadTime": 0}
