@@ -1,6 +1,6 @@
-"""mqadmin's lookup, planning and store-maintenance commands: DecodeMessageId,
-queryMsgByUniqueKey, allocateMQ, getConsumerConfig, updateOrderConf, queryCq, cleanExpiredCQ and
-cleanUnusedTopic, with upstream's names and flags.
+"""mqadmin's lookup, planning, probing and store-maintenance commands: DecodeMessageId,
+queryMsgByUniqueKey, printMsgByQueue, allocateMQ, getConsumerConfig, updateOrderConf, queryCq,
+sendMsgStatus, checkMsgSendRT, cleanExpiredCQ and cleanUnusedTopic, with upstream's names and flags.
 
 Each registers itself with ``cli.command`` on import. Deviations, each for a reason:
 - DecodeMessageId prints ``ip=`` and ``date=`` on two lines (upstream runs them together on one).
@@ -14,16 +14,23 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import time
 from typing import Any
 
 from orbitmq.admin import ops_commands
 from orbitmq.admin.admin_api import ORDER_TOPIC_CONFIG_NAMESPACE, AdminError, MQAdminExt
-from orbitmq.admin.cli import Result, UsageError, command
+from orbitmq.admin.cli import Result, UsageError, _bool, _timestamp, command
 from orbitmq.admin.controller_commands import without_namesrv
 from orbitmq.admin.output import message_to_json, render_message
-from orbitmq.common.constants import PERM_READ
-from orbitmq.common.message_id import uniq_id_ip, uniq_id_timestamp
+from orbitmq.client import MQBrokerError
+from orbitmq.client.results import PullStatus
+from orbitmq.common.constants import PERM_READ, PERM_WRITE
+from orbitmq.common.message import Message, MessageConst
+from orbitmq.common.message_id import create_uniq_id, uniq_id_ip, uniq_id_timestamp
+from orbitmq.remoting.errors import RemotingError
 
+# The producer group of the probe sends (sendMsgStatus's, upstream's "PID_SMSC")
+_PROBE_GROUP = "PID_SMSC"
 # DefaultMQAdminExt.queryMessageByUniqKey's cap (queryMsgByUniqueKey -a: "the limit is 32")
 _UNIQUE_KEY_MAX = 32
 
@@ -278,3 +285,141 @@ async def clean_unused_topic(admin: MQAdminExt, args: argparse.Namespace) -> Res
         ops_commands.progress(f"[{i}/{len(targets)}] cleanUnusedTopic {addr}")
         await admin.clean_unused_topic(addr)
     return Result({"brokers": targets, "success": True}, "success")
+
+
+# ---- printMsgByQueue ---------------------------------------------------------------------------
+
+def _print_by_queue_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-a", "--brokerName", dest="broker_name", required=True, help="broker name")
+    p.add_argument("-i", "--queueId", dest="queue_id", type=int, required=True, help="queue id")
+    p.add_argument("-c", "--charsetName", dest="charset", type=ops_commands.charset_type, default="UTF-8",
+                   help="CharsetName(eg: UTF-8,GBK)")
+    p.add_argument("-s", "--subExpression", dest="sub_expression", default="*",
+                   help="Subscribe Expression(eg: TagA || TagB)")
+    p.add_argument("-b", "--beginTimestamp", dest="begin", type=_timestamp,
+                   help="Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
+    p.add_argument("-e", "--endTimestamp", dest="end", type=_timestamp,
+                   help="End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
+    p.add_argument("-p", "--printMsg", dest="print_msg", type=_bool, default=False,
+                   help="print msg. eg: true | false(default)")
+    p.add_argument("-d", "--printBody", dest="print_body", type=_bool, default=False,
+                   help="print body. eg: true | false(default)")
+    p.add_argument("-f", "--calculate", dest="by_tag", type=_bool, default=False,
+                   help="calculate by tag. eg: true | false(default)")
+
+
+@command("printMsgByQueue", "Print Message Detail by queueId.", _print_by_queue_options)
+async def print_msg_by_queue(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """One queue's messages between two store times (-b/-e, else its whole range), printed (-p)
+    and/or counted by tag (-f, most frequent first)."""
+    topic, broker_name, queue_id = args.topic.strip(), args.broker_name.strip(), args.queue_id
+    addr = await admin.broker_addr_by_name(broker_name)
+    low, high = await admin.queue_bounds(addr, topic, queue_id)
+    if args.begin is not None:
+        low = await admin.search_offset(addr, topic, queue_id, args.begin)
+    if args.end is not None:
+        high = await admin.search_offset(addr, topic, queue_id, args.end)
+    lines: list[str] = []
+    found: list[dict[str, Any]] = []
+    tags: dict[str, int] = {}
+    offset = low
+    while offset < high:
+        result = await admin.pull(addr, topic, queue_id, offset, 32, args.sub_expression)
+        offset = result.next_begin_offset
+        if result.status != PullStatus.FOUND:
+            break  # NO_MATCHED_MSG, NO_NEW_MSG, OFFSET_ILLEGAL: upstream stops reading too
+        for msg in result.messages:
+            if args.by_tag and msg.tags and msg.tags.strip():
+                tags[msg.tags] = tags.get(msg.tags, 0) + 1
+            if args.print_msg:
+                body = msg.body.decode(args.charset, errors="replace") if args.print_body else "NOT PRINT BODY"
+                lines.append(f"MSGID: {msg.uniq_id_or_msg_id} {ops_commands.message_to_string(msg, broker_name)} "
+                             f"BODY: {body}")
+                found.append({"msgId": msg.uniq_id_or_msg_id, "offsetMsgId": msg.msg_id, "queueOffset": msg.queue_offset,
+                              "tags": msg.tags, "storeTimestamp": msg.store_timestamp,
+                              "body": msg.body.decode(args.charset, errors="replace") if args.print_body else None})
+    ranked = sorted(tags.items(), key=lambda kv: -kv[1])  # TagCountBean: most frequent first
+    if args.by_tag:
+        lines += [f"Tag: {tag:<30} Count: {count}" for tag, count in ranked]
+    data = {"topic": topic, "brokerName": broker_name, "queueId": queue_id, "minOffset": low, "maxOffset": high,
+            "messages": found, "tagCounts": dict(ranked) if args.by_tag else None}
+    return Result(data, "\n".join(lines))
+
+
+# ---- sendMsgStatus / checkMsgSendRT ------------------------------------------------------------
+
+def _send_status_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-b", "--brokerName", dest="broker_name", required=True,
+                   help="Broker Name e.g. clusterName_brokerName as DefaultCluster_broker-a")
+    p.add_argument("-s", "--messageSize", dest="size", type=int, default=128, help="Message Size, Default: 128")
+    p.add_argument("-c", "--count", type=int, default=50, help="send message count, Default: 50")
+
+
+def send_result_string(result: Any) -> str:
+    """SendResult.toString."""
+    return (f"SendResult [sendStatus={result.status.value}, msgId={result.msg_id}, offsetMsgId={result.offset_msg_id}, "
+            f"messageQueue=MessageQueue [topic={result.topic}, brokerName={result.broker_name}, "
+            f"queueId={result.queue_id}], queueOffset={result.queue_offset}, recallHandle={result.recall_handle}]")
+
+
+def _probe(topic: str, size: int) -> Message:
+    return Message(topic, b"a" * size, properties={MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: create_uniq_id()})
+
+
+@command("sendMsgStatus", "Send msg to broker.", _send_status_options)
+async def send_msg_status(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """Messages of -s bytes to the broker's own topic (every broker serves a topic named after
+    itself), each with its round trip, after one small warm-up send."""
+    if args.size <= 0 or args.count <= 0:
+        raise UsageError("-s messageSize and -c count must be positive")
+    topic = args.broker_name.strip()
+    await admin.send(_probe(topic, 16), _PROBE_GROUP)
+    rows, lines = [], []
+    for _ in range(args.count):
+        started = time.monotonic()
+        result = await admin.send(_probe(topic, args.size), _PROBE_GROUP)
+        rt = int((time.monotonic() - started) * 1000)
+        rows.append({"rt": rt, "sendStatus": result.status.value, "msgId": result.msg_id,
+                     "brokerName": result.broker_name, "queueId": result.queue_id})
+        lines.append(f"rt={rt}ms, SendResult={send_result_string(result)}")
+    return Result(rows, "\n".join(lines))
+
+
+def _send_rt_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-a", "--amount", type=int, default=100, help="message amount | default 100")
+    p.add_argument("-s", "--size", type=int, default=128, help="message size | default 128 Byte")
+
+
+@command("checkMsgSendRT", "Check message send response time.", _send_rt_options)
+async def check_msg_send_rt(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """-a messages of -s bytes to the topic, round-robin over its writable queues, each with its
+    round trip; the average leaves out the first send (connection set-up), as upstream."""
+    topic = args.topic.strip()
+    if args.amount < 2 or args.size <= 0:
+        raise UsageError("-a amount must be at least 2 and -s size positive")
+    route = await admin.topic_route(topic)
+    masters = dict(admin.route_masters(route))
+    queues = sorted((qd.broker_name, i) for qd in route.queue_datas
+                    if qd.broker_name in masters and qd.perm & PERM_WRITE for i in range(qd.write_queue_nums))
+    if not queues:
+        raise AdminError(f"topic {topic} has no writable queue")
+    header = f"{'#Broker Name':<32}  {'#QID':<4}  {'#Send Result':<20}    #RT"
+    lines, rows, elapsed = [header], [], 0
+    for i in range(args.amount):
+        broker_name, queue_id = queues[i % len(queues)]
+        started = time.monotonic()
+        try:
+            await admin.send(_probe(topic, args.size), _PROBE_GROUP, broker_name, queue_id)
+            ok = True
+        except (AdminError, MQBrokerError, RemotingError):
+            ok = False
+        rt = int((time.monotonic() - started) * 1000)
+        if i:
+            elapsed += rt
+        rows.append({"brokerName": broker_name, "queueId": queue_id, "sendResult": ok, "rt": rt})
+        lines.append(f"{broker_name:<32}  {queue_id:<4}  {str(ok).lower():<20}    {rt}")
+    average = elapsed / (args.amount - 1)
+    lines.append(f"Avg RT: {average:.2f}")
+    return Result({"sends": rows, "avgRT": round(average, 2)}, "\n".join(lines))

@@ -707,3 +707,31 @@ def test_query_cq_and_the_store_cleanups(cluster: Cluster) -> None:
         assert failed(cluster, command_name, "-c", "NoSuchCluster")
     # Nothing in use was dropped: the topic's queue still answers with its three messages.
     assert ok_json(cluster, "queryCq", "-t", "OpsCq", "-q", "1", "-i", "0")["maxQueueIndex"] == 3
+
+
+def test_print_msg_by_queue_and_send_probes(cluster: Cluster) -> None:
+    new_topic(cluster, "OpsByQueue", queues=2)
+    send_messages(cluster, "OpsByQueue", 3, queue_id=1, tags="TagA")
+    send_messages(cluster, "OpsByQueue", 1, queue_id=1, tags="TagB")
+    lines = ok(cluster, "printMsgByQueue", "-t", "OpsByQueue", "-a", BROKER_NAME, "-i", "1", "-p", "true",
+               "-d", "true", "-f", "true").splitlines()
+    assert [line.split(" BODY: ")[1] for line in lines if line.startswith("MSGID: ")] == [
+        "OpsByQueue-body-0", "OpsByQueue-body-1", "OpsByQueue-body-2", "OpsByQueue-body-0"]
+    assert lines[-2:] == [f"Tag: {'TagA':<30} Count: 3", f"Tag: {'TagB':<30} Count: 1"]
+    only_b = ok_json(cluster, "printMsgByQueue", "-t", "OpsByQueue", "-a", BROKER_NAME, "-i", "1", "-p", "true",
+                     "-s", "TagB")
+    assert [m["tags"] for m in only_b["messages"]] == ["TagB"] and only_b["messages"][0]["body"] is None
+    assert ok(cluster, "printMsgByQueue", "-t", "OpsByQueue", "-a", BROKER_NAME, "-i", "0").strip() == ""
+    assert "expected true or false" in usage_error(cluster, "printMsgByQueue", "-t", "OpsByQueue", "-a",
+                                                   BROKER_NAME, "-i", "1", "-p", "maybe")
+
+    rows = ok_json(cluster, "sendMsgStatus", "-b", BROKER_NAME, "-c", "3", "-s", "64")
+    assert [r["sendStatus"] for r in rows] == ["SEND_OK"] * 3
+    text = ok(cluster, "sendMsgStatus", "-b", BROKER_NAME, "-c", "1").splitlines()
+    assert text[0].startswith("rt=") and "SendResult [sendStatus=SEND_OK" in text[0]
+    rt = ok(cluster, "checkMsgSendRT", "-t", "OpsByQueue", "-a", "4", "-s", "32").splitlines()
+    assert rt[0].split() == ["#Broker", "Name", "#QID", "#Send", "Result", "#RT"]
+    assert [line.split()[:3] for line in rt[1:5]] == [[BROKER_NAME, str(i % 2), "true"] for i in range(4)]
+    assert rt[5].startswith("Avg RT: ")
+    assert "at least 2" in usage_error(cluster, "checkMsgSendRT", "-t", "OpsByQueue", "-a", "1")
+    assert failed(cluster, "sendMsgStatus", "-b", "no-such-broker", "-c", "1")
