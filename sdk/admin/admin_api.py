@@ -17,19 +17,24 @@ from orbitmq.client import MQBrokerError, MQClientAPI, MQClientError, SendResult
 from orbitmq.client.results import PullResult
 from orbitmq.common.constants import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
     MASTER_ID,
+    PERM_INHERIT,
+    PERM_READ,
     PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     TOOLS_CONSUMER_GROUP,
     is_sys_consumer_group,
 )
-from orbitmq.common.fastjson import loads, message_queue_pairs
+from orbitmq.common.fastjson import dumps, loads, message_queue_pairs
 from orbitmq.common.message import Message, MessageConst, MessageExt
 from orbitmq.common.message_codec import decode_records
 from orbitmq.common.message_id import create_uniq_id, decode_offset_message_id
 from orbitmq.common.route import BrokerData, ClusterInfo, TopicRouteData
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
+from orbitmq.common.validators import is_system_group, is_system_topic
 from orbitmq.config import parse_properties_text
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
@@ -435,6 +440,30 @@ class MQAdminExt:
 
     async def delete_expired_commit_log(self, addr: str) -> None:
         await self.api.call(addr, RequestCode.DELETE_EXPIRED_COMMITLOG)
+
+    async def user_topic_configs(self, addr: str, special_topic: bool) -> dict[str, TopicConfig]:
+        """getUserTopicConfig: the broker's topics without its own system topics (nor %RETRY% and
+        %DLQ% ones unless ``special_topic``), nor ones whose perm is not valid."""
+        topics = await self.api.get_all_topic_config(addr)
+        response = await self.api.call(addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+        system = set(loads(response.body).get("topicList") or []) if response.body else set()
+        return {name: tc for name, tc in sorted(topics.items())
+                if name not in system and not is_system_topic(name)
+                and (special_topic or not name.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)))
+                and tc.perm & ~(PERM_READ | PERM_WRITE | PERM_INHERIT) == 0}
+
+    async def user_subscription_groups(self, addr: str) -> dict[str, SubscriptionGroupConfig]:
+        """getUserSubscriptionGroup: the broker's groups without the system and predefined ones."""
+        groups = await self.api.get_all_subscription_group_config(addr)
+        return {name: g for name, g in sorted(groups.items()) if not is_system_group(name)}
+
+    async def update_topic_list(self, addr: str, configs: list[TopicConfig]) -> None:
+        body = dumps({"topicConfigList": [c.to_json_dict() for c in configs]}).encode("utf-8")
+        await self.api.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, body=body)
+
+    async def update_subscription_group_list(self, addr: str, configs: list[SubscriptionGroupConfig]) -> None:
+        body = dumps({"groupConfigList": [c.to_json_dict() for c in configs]}).encode("utf-8")
+        await self.api.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, body=body)
 
     async def clean_expired_consume_queue(self, addr: str) -> None:
         await self.api.call(addr, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)

@@ -541,6 +541,7 @@ from orbitmq.admin import (  # noqa: E402,F401
     auth_commands,
     controller_commands,
     lookup_commands,
+    metadata_commands,
     ops_commands,
     trace_commands,
 )

@@ -735,3 +735,51 @@ def test_print_msg_by_queue_and_send_probes(cluster: Cluster) -> None:
     assert rt[5].startswith("Avg RT: ")
     assert "at least 2" in usage_error(cluster, "checkMsgSendRT", "-t", "OpsByQueue", "-a", "1")
     assert failed(cluster, "sendMsgStatus", "-b", "no-such-broker", "-c", "1")
+
+
+def test_export_metadata_and_configs_then_import_the_lists(cluster: Cluster, tmp_path: Path) -> None:
+    new_topic(cluster, "OpsExport", queues=3)
+    ok(cluster, "updateSubGroup", "-c", CLUSTER, "-g", "CG_OPS_EXPORT", "-r", "7")
+    out = tmp_path / "export"
+    assert ok(cluster, "exportMetadata", "-c", CLUSTER, "-f", str(out)).strip() == f"export {out}/metadata.json success"
+    meta = json.loads((out / "metadata.json").read_text(encoding="utf-8"))
+    assert meta["topicConfigTable"]["OpsExport"]["readQueueNums"] == 3
+    assert meta["subscriptionGroupTable"]["CG_OPS_EXPORT"]["retryMaxTimes"] == 7
+    assert BROKER_NAME not in meta["topicConfigTable"] and "TBW102" not in meta["topicConfigTable"]
+    assert "SCHEDULE_TOPIC_XXXX" not in meta["topicConfigTable"] and "exportTime" in meta
+    assert not [t for t in meta["topicConfigTable"] if t.startswith("%RETRY%")]  # without -s
+    assert not [g for g in meta["subscriptionGroupTable"] if g.startswith("CID_RMQ_SYS_")]
+    special = ok_json(cluster, "exportMetadata", "-c", CLUSTER, "-f", str(out), "-t", "-s")
+    assert "subscriptionGroupTable" not in special and (out / "topic.json").exists()
+    ok(cluster, "exportMetadata", "-b", cluster.addr, "-g", "-f", str(out))
+    assert "CG_OPS_EXPORT" in json.loads((out / "subscriptionGroup.json").read_text(encoding="utf-8"))[
+        "subscriptionGroupTable"]
+    assert "give -t" in usage_error(cluster, "exportMetadata", "-b", cluster.addr)
+    assert "-c clusterName or -b" in usage_error(cluster, "exportMetadata")
+
+    configs = ok_json(cluster, "exportConfigs", "-c", CLUSTER, "-f", str(out))
+    assert configs["clusterScale"] == {"namesrvSize": 1, "masterBrokerSize": 1, "slaveBrokerSize": 0}
+    assert configs["brokerConfigs"][BROKER_NAME]["brokerClusterName"] == CLUSTER
+    assert (out / "configs.json").exists()
+
+    # The export's tables, edited, go back in as lists (and as upstream's plain JSON list).
+    topics = meta["topicConfigTable"]
+    topics["OpsExport"]["writeQueueNums"] = 2
+    topics["OpsImported"] = {**topics["OpsExport"], "topicName": "OpsImported"}
+    (tmp_path / "topics.json").write_text(json.dumps({"topicConfigTable": topics}), encoding="utf-8")
+    assert "submit batch of topic config" in ok(cluster, "updateTopicList", "-c", CLUSTER, "-f",
+                                                str(tmp_path / "topics.json"))
+    route = ok_json(cluster, "topicRoute", "-t", "OpsImported")
+    assert (route["queueDatas"][0]["readQueueNums"], route["queueDatas"][0]["writeQueueNums"]) == (3, 2)
+    group = {**meta["subscriptionGroupTable"]["CG_OPS_EXPORT"], "groupName": "CG_OPS_IMPORTED"}
+    (tmp_path / "groups.json").write_text(json.dumps([group]), encoding="utf-8")
+    ok(cluster, "updateSubGroupList", "-b", cluster.addr, "-f", str(tmp_path / "groups.json"))
+    (entry,) = ok_json(cluster, "getConsumerConfig", "-g", "CG_OPS_IMPORTED")
+    assert entry["subscriptionGroupConfig"]["retryMaxTimes"] == 7
+    # A bad entry refuses the whole batch; nothing of it is stored.
+    bad = [{**topics["OpsExport"], "topicName": "OpsFine"}, {**topics["OpsExport"], "topicName": "bad topic!"}]
+    (tmp_path / "bad.json").write_text(json.dumps(bad), encoding="utf-8")
+    assert failed(cluster, "updateTopicList", "-b", cluster.addr, "-f", str(tmp_path / "bad.json"))
+    assert failed(cluster, "topicRoute", "-t", "OpsFine")
+    assert "does not exists" in failed(cluster, "updateTopicList", "-b", cluster.addr, "-f", str(tmp_path / "no.json"))
+    assert "-b brokerAddr or -c" in usage_error(cluster, "updateSubGroupList", "-f", str(tmp_path / "groups.json"))

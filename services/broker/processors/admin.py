@@ -68,6 +68,10 @@ class AdminBrokerProcessor:
         b = self.broker
         b.register_processor(RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic)
         b.register_processor(RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config)
+        b.register_processor(RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, self.update_and_create_topic_list)
+        b.register_processor(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, self.get_system_topic_list)
+        b.register_processor(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
+                             self.update_and_create_subscription_group_list)
         b.register_processor(RequestCode.GET_TOPIC_CONFIG, self.get_topic_config)
         b.register_processor(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, self.get_subscription_group)
         b.register_processor(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
@@ -93,42 +97,75 @@ class AdminBrokerProcessor:
 
     # ---- topics -----------------------------------------------------------------------------
 
-    async def update_and_create_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
-        f = Fields(request.ext_fields)
-        topic = f.str("topic")
+    def _check_topic_config(self, config: TopicConfig, code: int = ResponseCode.SYSTEM_ERROR) -> None:
+        """What UPDATE_AND_CREATE_TOPIC and its list form refuse (RequestError with ``code``)."""
+        topic = config.topic_name
         try:
             validators.check_topic(topic)
         except validators.ValidationError as exc:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+            raise RequestError(code, str(exc)) from None
         if validators.is_system_topic(topic) and not topic.startswith("rmq_sys_"):
-            raise RequestError(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+            raise RequestError(code, f"The topic[{topic}] is conflict with system topic.")
         if topic == self.broker.config.broker_cluster_name:
-            raise RequestError(ResponseCode.SYSTEM_ERROR,
-                               f"the topic[{topic}] is conflict with system reserved words.")
-        read, write = f.int("readQueueNums"), f.int("writeQueueNums")
-        for name, value in (("readQueueNums", read), ("writeQueueNums", write)):
+            raise RequestError(code, f"the topic[{topic}] is conflict with system reserved words.")
+        for name, value in (("readQueueNums", config.read_queue_nums), ("writeQueueNums", config.write_queue_nums)):
             if not 0 < value <= MAX_QUEUE_NUMS:
-                raise RequestError(ResponseCode.SYSTEM_ERROR, f"{name}[{value}] must be in 1..{MAX_QUEUE_NUMS}")
-        perm = f.int("perm")
-        if perm & ~PERM_MASK or perm < 0:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, f"perm[{perm}] is not a valid permission")
-        filter_type = f.str("topicFilterType", "SINGLE_TAG") or "SINGLE_TAG"
-        if filter_type not in TOPIC_FILTER_TYPES:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, f"topicFilterType[{filter_type}] is not one of "
+                raise RequestError(code, f"{name}[{value}] of topic {topic} must be in 1..{MAX_QUEUE_NUMS}")
+        if config.perm & ~PERM_MASK or config.perm < 0:
+            raise RequestError(code, f"perm[{config.perm}] of topic {topic} is not a valid permission")
+        if config.topic_filter_type not in TOPIC_FILTER_TYPES:
+            raise RequestError(code, f"topicFilterType[{config.topic_filter_type}] is not one of "
                                f"{', '.join(TOPIC_FILTER_TYPES)}")
+
+    async def update_and_create_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        f = Fields(request.ext_fields)
+        topic = f.str("topic")
         current = self.broker.topic_config_manager.select_topic_config(topic)
         try:
             attributes = normalize_attributes(parse_attributes(f.opt_str("attributes")),
                                               current.attributes if current else None)
         except ValueError as exc:
             raise RequestError(ResponseCode.INVALID_PARAMETER, str(exc)) from None
-        config = TopicConfig(topic_name=topic, read_queue_nums=read, write_queue_nums=write, perm=perm,
-                             topic_filter_type=filter_type, topic_sys_flag=f.int("topicSysFlag", 0),
-                             order=f.bool("order", False), attributes=attributes)
+        config = TopicConfig(topic_name=topic, read_queue_nums=f.int("readQueueNums"),
+                             write_queue_nums=f.int("writeQueueNums"), perm=f.int("perm"),
+                             topic_filter_type=f.str("topicFilterType", "SINGLE_TAG") or "SINGLE_TAG",
+                             topic_sys_flag=f.int("topicSysFlag", 0), order=f.bool("order", False),
+                             attributes=attributes)
+        self._check_topic_config(config)
         await self.broker.topic_config_manager.update_topic_config(config)
         log.info("updateAndCreateTopic %s from %s", config, self.broker.remote_addr(channel))
         self.broker.on_metadata_changed(topics=True)
         return request.response_to(ResponseCode.SUCCESS)
+
+    async def update_and_create_topic_list(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC_LIST (18): CreateTopicListRequestBody's topicConfigList, all
+        checked before any is stored (one bad entry refuses the batch with INVALID_PARAMETER)."""
+        raw = decode_body(request, "CreateTopicListRequestBody").get("topicConfigList")
+        if not isinstance(raw, list) or not raw:
+            raise RequestError(ResponseCode.INVALID_PARAMETER, "topicConfigList is missing or empty")
+        configs = []
+        for entry in raw:
+            try:
+                config = TopicConfig.from_json_dict(entry)
+                current = self.broker.topic_config_manager.select_topic_config(config.topic_name)
+                config.attributes = normalize_attributes(config.attributes or {},
+                                                         current.attributes if current else None)
+            except (ValueError, TypeError) as exc:
+                raise RequestError(ResponseCode.INVALID_PARAMETER, f"bad TopicConfig: {exc}") from None
+            self._check_topic_config(config, ResponseCode.INVALID_PARAMETER)
+            configs.append(config)
+        for config in configs:
+            await self.broker.topic_config_manager.update_topic_config(config)
+        log.info("updateAndCreateTopicList %s from %s", ";".join(c.topic_name for c in configs),
+                 self.broker.remote_addr(channel))
+        self.broker.on_metadata_changed(topics=True)
+        return request.response_to(ResponseCode.SUCCESS)
+
+    async def get_system_topic_list(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305): TopicList of the topics this broker made itself
+        (its own name, its cluster's, TBW102, the schedule, transaction, revive and timer topics...)."""
+        topics = sorted(self.broker.topic_config_manager.system_topics)
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body({"topicList": topics}))
 
     async def get_all_topic_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         # The snapshot is taken on the loop (fresh dicts, consistent under the table lock); the
@@ -164,8 +201,8 @@ class AdminBrokerProcessor:
 
     # ---- subscription groups ------------------------------------------------------------------
 
-    async def update_and_create_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
-        raw = decode_body(request, "SubscriptionGroupConfig")
+    @staticmethod
+    def _group_config(raw: Any) -> SubscriptionGroupConfig:
         try:
             config = SubscriptionGroupConfig.from_json_dict(raw)
         except (ValueError, TypeError) as exc:
@@ -176,8 +213,27 @@ class AdminBrokerProcessor:
             raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
         if config.retry_queue_nums < 0 or config.retry_queue_nums > MAX_QUEUE_NUMS or config.retry_max_times < -1:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "retryQueueNums/retryMaxTimes out of range")
+        return config
+
+    async def update_and_create_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        config = self._group_config(decode_body(request, "SubscriptionGroupConfig"))
         await self.broker.subscription_group_manager.update_subscription_group_config(config)
         log.info("updateAndCreateSubscriptionGroup %s from %s", config, self.broker.remote_addr(channel))
+        self.broker.on_metadata_changed(groups=True)
+        return request.response_to(ResponseCode.SUCCESS)
+
+    async def update_and_create_subscription_group_list(self, request: RemotingCommand,
+                                                        channel: Any) -> RemotingCommand:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225): SubscriptionGroupList's groupConfigList,
+        all checked before any is stored."""
+        raw = decode_body(request, "SubscriptionGroupList").get("groupConfigList")
+        if not isinstance(raw, list) or not raw:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "groupConfigList is missing or empty")
+        configs = [self._group_config(entry) for entry in raw]
+        for config in configs:
+            await self.broker.subscription_group_manager.update_subscription_group_config(config)
+        log.info("updateAndCreateSubscriptionGroupList %s from %s", ";".join(c.group_name for c in configs),
+                 self.broker.remote_addr(channel))
         self.broker.on_metadata_changed(groups=True)
         return request.response_to(ResponseCode.SUCCESS)
 
