@@ -491,6 +491,12 @@ class MQAdminExt:
             groups.update(str(g) for g in body.get("groupList", []))
         return sorted(groups)
 
+    async def all_producer_info(self, addr: str) -> dict[str, list[dict[str, Any]]]:
+        """GET_ALL_PRODUCER_INFO: ProducerTableInfo's data, group -> instances."""
+        body = await self._table(addr, RequestCode.GET_ALL_PRODUCER_INFO, {})
+        data = body.get("data") or {}
+        return {str(g): list(v or []) for g, v in data.items()} if isinstance(data, dict) else {}
+
     async def update_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         await self.api.update_consumer_offset(addr, group, topic, queue_id, offset)
 

@@ -1,5 +1,6 @@
 """mqadmin's ACL 2.0 commands: createUser, updateUser, deleteUser, getUser, listUser, createAcl,
-updateAcl, deleteAcl, getAcl, listAcl (reference §1.7), over request codes 3001-3010.
+updateAcl, deleteAcl, getAcl, listAcl (reference §1.7), over request codes 3001-3010, and copyUser /
+copyAcl, which copy users and ACLs from one broker to another.
 
 Each targets one broker with ``-b`` or, with ``-c``, every master and slave of the cluster, as
 upstream. When the cluster has authentication on, the CLI signs its requests with
@@ -262,3 +263,60 @@ async def list_acl(admin: MQAdminExt, args: argparse.Namespace) -> Result:
         rows.extend(_acl_rows(acls or []))
     data = results[0][1] if len(results) == 1 else dict(results)
     return Result(data, render_table(_ACL_HEADERS, rows))
+
+
+# ---- copying between brokers -----------------------------------------------------------------
+
+async def _one(admin: MQAdminExt, addr: str, code: int, header: dict[str, str], body: Any = None) -> Any:
+    """One broker's answer to one auth request: its JSON body, or None when it has none."""
+    payload = b"" if body is None else json.dumps(body).encode()
+    response = await admin.api.call(addr, code, header, payload)
+    return json.loads(response.body) if response.body else None
+
+
+def _copy_options(what: str, key: str, flag: str):
+    def configure(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-f", "--fromBroker", dest="source", required=True,
+                       help=f"the source broker that the {what} copy from")
+        p.add_argument("-t", "--toBroker", dest="target", required=True,
+                       help=f"the target broker that the {what} copy to")
+        p.add_argument(f"-{flag}", f"--{key}", dest="names", help=f"the {key[:-1]} list of {what} to copy.")
+    return configure
+
+
+@command("copyUser", "Copy user to cluster.", _copy_options("users", "usernames", "u"))
+async def copy_user(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """The users of -f (all, or those of -u) created on -t, or updated where -t has them."""
+    source, target = args.source.strip(), args.target.strip()
+    if args.names:
+        users = [u for u in [await _one(admin, source, RequestCode.AUTH_GET_USER, {"username": name})
+                             for name in _csv(args.names)] if u]
+    else:
+        users = await _one(admin, source, RequestCode.AUTH_LIST_USER, {"filter": ""}) or []
+    lines = []
+    for user in users:
+        name = user["username"]
+        exists = await _one(admin, target, RequestCode.AUTH_GET_USER, {"username": name})
+        code = RequestCode.AUTH_UPDATE_USER if exists else RequestCode.AUTH_CREATE_USER
+        await _one(admin, target, code, {"username": name}, user)
+        lines.append(f"copy user of {name} from {source} to {target} success.")
+    return Result({"users": [u["username"] for u in users], "from": source, "to": target}, "\n".join(lines))
+
+
+@command("copyAcl", "Copy acl to cluster.", _copy_options("acls", "subjects", "s"))
+async def copy_acl(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """The ACLs of -f (all, or those of the subjects of -s) created on -t, or updated where -t has them."""
+    source, target = args.source.strip(), args.target.strip()
+    if args.names:
+        acls = [a for a in [await _one(admin, source, RequestCode.AUTH_GET_ACL, {"subject": subject})
+                            for subject in _csv(args.names)] if a]
+    else:
+        acls = await _one(admin, source, RequestCode.AUTH_LIST_ACL, {"subjectFilter": "", "resourceFilter": ""}) or []
+    lines = []
+    for acl in acls:
+        subject = acl["subject"]
+        exists = await _one(admin, target, RequestCode.AUTH_GET_ACL, {"subject": subject})
+        code = RequestCode.AUTH_UPDATE_ACL if exists else RequestCode.AUTH_CREATE_ACL
+        await _one(admin, target, code, {"subject": subject}, acl)
+        lines.append(f"copy acl of {subject} from {source} to {target} success.")
+    return Result({"subjects": [a["subject"] for a in acls], "from": source, "to": target}, "\n".join(lines))

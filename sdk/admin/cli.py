@@ -539,6 +539,7 @@ async def broker_status(admin: MQAdminExt, args: argparse.Namespace) -> Result:
 # (trace_commands) register themselves too.
 from orbitmq.admin import (  # noqa: E402,F401
     auth_commands,
+    client_commands,
     controller_commands,
     lookup_commands,
     metadata_commands,

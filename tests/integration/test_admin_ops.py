@@ -312,6 +312,12 @@ def test_consumer_and_producer_connection(cluster: Cluster) -> None:
         assert lines[0].split()[:2] == ["0001", "127.0.0.1@ops-client"]
         pc = ok_json(cluster, "producerConnection", "-g", "PG_OPS_CONN", "-t", "OpsConn")
         assert pc["connectionSet"][0]["clientId"] == "127.0.0.1@ops-client"
+        # producer -b: every producer group's instances on the broker (GET_ALL_PRODUCER_INFO)
+        table = ok_json(cluster, "producer", "-b", cluster.addr)
+        assert [p["clientId"] for p in table["PG_OPS_CONN"]] == ["127.0.0.1@ops-client"]
+        line = next(x for x in ok(cluster, "producer", "-b", cluster.addr).splitlines() if "PG_OPS_CONN" in x)
+        assert line.startswith("producer group (PG_OPS_CONN) instance : clientId=127.0.0.1@ops-client,remoteIP=")
+        assert "-b/--broker" in usage_error(cluster, "producer")
     finally:
         loop.run_until_complete(api.close())
         loop.close()
@@ -783,3 +789,35 @@ def test_export_metadata_and_configs_then_import_the_lists(cluster: Cluster, tmp
     assert failed(cluster, "topicRoute", "-t", "OpsFine")
     assert "does not exists" in failed(cluster, "updateTopicList", "-b", cluster.addr, "-f", str(tmp_path / "no.json"))
     assert "-b brokerAddr or -c" in usage_error(cluster, "updateSubGroupList", "-f", str(tmp_path / "groups.json"))
+
+
+def test_reset_offset_by_time_old(cluster: Cluster) -> None:
+    new_topic(cluster, "OpsResetOld", queues=2)
+    send_messages(cluster, "OpsResetOld", 4, queue_id=0)
+    send_messages(cluster, "OpsResetOld", 2, queue_id=1)
+    time.sleep(0.05)
+    middle = int(time.time() * 1000)
+    time.sleep(0.05)
+    send_messages(cluster, "OpsResetOld", 3, queue_id=0)
+    commit_offset(cluster, "CG_OPS_OLD", "OpsResetOld", 0, 2)
+    commit_offset(cluster, "CG_OPS_OLD", "OpsResetOld", 1, 1)
+
+    rows = ok_json(cluster, "resetOffsetByTimeOld", "-g", "CG_OPS_OLD", "-t", "OpsResetOld", "-s", "-1")
+    assert [(r["queueId"], r["brokerOffset"], r["consumerOffset"], r["timestampOffset"], r["rollbackOffset"])
+            for r in rows] == [(0, 7, 2, 7, 7), (1, 2, 1, 2, 2)]  # forced (the default): to the end
+    assert committed(cluster, "CG_OPS_OLD", "OpsResetOld", 0) == 7
+    # Not forced: only backwards. The middle of queue 0 is offset 4; queue 1 ends before it, so its
+    # offset stays at its end (2), where the forced reset above put it.
+    rows = ok_json(cluster, "resetOffsetByTimeOld", "-g", "CG_OPS_OLD", "-t", "OpsResetOld", "-s", str(middle),
+                   "-f", "false")
+    assert [(r["queueId"], r["timestampOffset"], r["rollbackOffset"]) for r in rows] == [(0, 4, 4), (1, 2, 2)]
+    assert committed(cluster, "CG_OPS_OLD", "OpsResetOld", 0) == 4
+    text = ok(cluster, "resetOffsetByTimeOld", "-g", "CG_OPS_OLD", "-t", "OpsResetOld", "-s", "-1").splitlines()
+    assert text[0].startswith("reset consumer offset by specified consumerGroup[CG_OPS_OLD], topic[OpsResetOld]")
+    assert text[1].split() == ["#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset",
+                               "#resetOffset"]
+    assert text[2].split() == [BROKER_NAME, "0", "7", "4", "7", "7"]
+    assert "bad timestamp" in usage_error(cluster, "resetOffsetByTimeOld", "-g", "CG_OPS_OLD", "-t", "OpsResetOld",
+                                          "-s", "yesterday")
+    assert "does not exist" in failed(cluster, "resetOffsetByTimeOld", "-g", "CG_OPS_OLD", "-t", "NoSuchOld",
+                                      "-s", "-1")

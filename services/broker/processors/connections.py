@@ -1,6 +1,6 @@
-"""Who is connected: GET_CONSUMER_CONNECTION_LIST 203, GET_PRODUCER_CONNECTION_LIST 204 and
-QUERY_TOPIC_CONSUME_BY_WHO 300 (AdminBrokerProcessor upstream), read by mqadmin's
-consumerConnection / producerConnection / consumerProgress."""
+"""Who is connected: GET_CONSUMER_CONNECTION_LIST 203, GET_PRODUCER_CONNECTION_LIST 204,
+GET_ALL_PRODUCER_INFO 328 and QUERY_TOPIC_CONSUME_BY_WHO 300 (AdminBrokerProcessor upstream), read
+by mqadmin's consumerConnection / producerConnection / producer / consumerProgress."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ class ConnectionsProcessor:
         b = self.broker
         b.register_processor(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections)
         b.register_processor(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.producer_connections)
+        b.register_processor(RequestCode.GET_ALL_PRODUCER_INFO, self.all_producer_info)
         b.register_processor(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, self.topic_consumed_by_who)
 
     async def consumer_connections(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
@@ -55,6 +56,15 @@ class ConnectionsProcessor:
         body = {"connectionSet": [connection_json(ci, self.broker.remote_addr(ci.channel))
                                   for ci in channels.values()]}
         return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(body))
+
+    async def all_producer_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """ProducerTableInfo: every producer group's instances (clientId, remoteIP, language,
+        version, lastUpdateTimestamp)."""
+        data = {group: [{"clientId": ci.client_id, "remoteIP": self.broker.remote_addr(ci.channel),
+                         "language": ci.language, "version": ci.version,
+                         "lastUpdateTimestamp": ci.last_update_timestamp} for ci in channels.values()]
+                for group, channels in sorted(self.broker.producer_manager.group_channel_table.items())}
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body({"data": data}))
 
     async def topic_consumed_by_who(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         topic = Fields(request.ext_fields).str("topic")
