@@ -54,6 +54,10 @@ _CONSUME_RESULTS = {Code.OK: "CR_SUCCESS", Code.FAILED_TO_CONSUME_MESSAGE: "CR_L
                     Code.MESSAGE_CORRUPTED: "CR_RETURN_NULL"}
 
 
+class _StreamLost(Exception):
+    """The client's Telemetry stream closed (or filled up) before the command could be queued."""
+
+
 class ClientRequestRelay:
     def __init__(self, config: ProxyConfig, cluster: ClusterService, clients: ClientManager) -> None:
         self.config = config
@@ -89,7 +93,7 @@ class ClientRequestRelay:
         self._pending[nonce] = (client.client_id, future)
         try:
             if not self.clients.send_command(client.client_id, command):
-                raise ProxyError(Code.INTERNAL_SERVER_ERROR, "lost its telemetry stream")
+                raise _StreamLost(f"client {client.client_id} lost its telemetry stream")
             return await asyncio.wait_for(future, self.config.grpc_proxy_relay_request_timeout_in_seconds)
         except TimeoutError:
             return None
@@ -119,8 +123,11 @@ class ClientRequestRelay:
                 return request.response_to(ResponseCode.SYSTEM_ERROR,
                                            f"client {client.client_id} has no telemetry stream to ask for its stacks")
             nonce = self._next_nonce()
-            answer = await self._ask(client, spb.TelemetryCommand(
-                print_thread_stack_trace_command=spb.PrintThreadStackTraceCommand(nonce=nonce)), nonce)
+            try:
+                answer = await self._ask(client, spb.TelemetryCommand(
+                    print_thread_stack_trace_command=spb.PrintThreadStackTraceCommand(nonce=nonce)), nonce)
+            except _StreamLost as exc:
+                return request.response_to(ResponseCode.SYSTEM_ERROR, str(exc))
             if answer is None:
                 return request.response_to(ResponseCode.SYSTEM_BUSY, "call remote timeout")
             if answer.status.code != Code.OK:
@@ -175,8 +182,11 @@ class ClientRequestRelay:
             return request.response_to(ResponseCode.SYSTEM_ERROR, f"the message to consume does not decode: {exc}")
         nonce = self._next_nonce()
         started = time.monotonic()
-        answer = await self._ask(client, spb.TelemetryCommand(verify_message_command=spb.VerifyMessageCommand(
-            nonce=nonce, message=converter.build_proto_message(msg))), nonce)
+        try:
+            answer = await self._ask(client, spb.TelemetryCommand(verify_message_command=spb.VerifyMessageCommand(
+                nonce=nonce, message=converter.build_proto_message(msg))), nonce)
+        except _StreamLost as exc:
+            return request.response_to(ResponseCode.SYSTEM_ERROR, str(exc))
         if answer is None:
             return request.response_to(ResponseCode.SYSTEM_BUSY, "call remote timeout")
         code = answer.status.code

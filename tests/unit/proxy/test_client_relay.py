@@ -128,3 +128,12 @@ async def test_consume_directly_of_an_undecodable_body() -> None:
     response = await relay.on_consume_directly(_request(RequestCode.CONSUME_MESSAGE_DIRECTLY, b"\x00\x01garbage"), None)
     assert response.code == ResponseCode.SYSTEM_ERROR and "does not decode" in response.remark
     assert client.outbox.empty()
+
+
+async def test_a_stream_that_cannot_take_the_command_is_a_system_error() -> None:
+    relay, _, client = _relay()
+    client.outbox = asyncio.Queue(1)
+    client.outbox.put_nowait(spb.TelemetryCommand())  # a client that does not read: the outbox is full
+    response = await relay.on_running_info(_request(RequestCode.GET_CONSUMER_RUNNING_INFO, jstackEnable="true"), None)
+    assert response.code == ResponseCode.SYSTEM_ERROR and "lost its telemetry stream" in response.remark
+    assert relay._pending == {}
