@@ -51,10 +51,11 @@ tools:
 	@command -v ip >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
 	@command -v openssl >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl)
 
-# Two passes: the tests that mostly wait (long polls, timers, subprocesses) on two workers, then
+# Two passes: the tests that mostly wait (long polls, timers, subprocesses; the mqadmin CLI tests of
+# tests/admin run a process per command) on two workers, then
 # the timing-sensitive ones (crashes, partitions, k8s boots, Spark, and those marked `serial`) one
 # at a time. Every pass runs; the target fails if any did.
-PARALLEL_TESTS := tests/unit tests/fuzz tests/sdk tests/interop
+PARALLEL_TESTS := tests/unit tests/fuzz tests/sdk tests/interop tests/admin
 test: setup node tools
 	@status=0; \
 	$(BIN)/python -m pytest -q -n 2 -m "not serial" $(PARALLEL_TESTS) || status=$$?; \

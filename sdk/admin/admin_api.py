@@ -491,6 +491,19 @@ class MQAdminExt:
             groups.update(str(g) for g in body.get("groupList", []))
         return sorted(groups)
 
+    async def consumer_status(self, topic: str, group: str, client_id: str) -> dict[str, list[tuple[dict[str, Any], Any]]]:
+        """getConsumeStatus: each online client's own offsets for ``topic`` (client id -> (queue,
+        offset) pairs), asked through the first broker of the topic's route (INVOKE_BROKER_TO_GET_CONSUMER_STATUS)."""
+        route = await self.topic_route(topic)
+        addrs = [d.select_broker_addr() for d in sorted(route.broker_datas, key=lambda d: d.broker_name)]
+        addrs = [a for a in addrs if a]
+        if not addrs:
+            raise AdminError(f"topic {topic} has no broker online")
+        body = await self._table(addrs[0], RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+                                 {"topic": topic, "group": group, "clientAddr": client_id or None})
+        table = body.get("consumerTable") or {}
+        return {str(cid): message_queue_pairs(mqs) for cid, mqs in sorted(table.items())} if isinstance(table, dict) else {}
+
     async def all_producer_info(self, addr: str) -> dict[str, list[dict[str, Any]]]:
         """GET_ALL_PRODUCER_INFO: ProducerTableInfo's data, group -> instances."""
         body = await self._table(addr, RequestCode.GET_ALL_PRODUCER_INFO, {})

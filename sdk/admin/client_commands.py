@@ -1,5 +1,5 @@
-"""mqadmin's client-side views and the old offset reset: producer, consumer and
-resetOffsetByTimeOld, with upstream's names, flags and output."""
+"""mqadmin's client-side views and the old offset reset: producer, consumer, getConsumerStatus
+and resetOffsetByTimeOld, with upstream's names, flags and output."""
 
 from __future__ import annotations
 
@@ -91,3 +91,28 @@ async def reset_offset_by_time_old(admin: MQAdminExt, args: argparse.Namespace) 
                                                 s["consumerOffset"], s["timestampOffset"], s["rollbackOffset"])).rstrip()
               for s in stats]
     return Result(stats, "\n".join(lines))
+
+
+# ---- getConsumerStatus -------------------------------------------------------------------------
+
+def _consumer_status_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--group", required=True, help="set the consumer group")
+    p.add_argument("-t", "--topic", required=True, help="set the topic")
+    p.add_argument("-i", "--originClientId", dest="client_id", default="", help="set the consumer clientId")
+
+
+@command("getConsumerStatus", "get consumer status from client.", _consumer_status_options)
+async def get_consumer_status(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """The offsets each online Remoting client of the group holds for the topic (its own view, before
+    it commits). gRPC clients keep no such table: their proxy answers an empty one."""
+    group, topic, client_id = args.group.strip(), args.topic.strip(), args.client_id.strip()
+    table = await admin.consumer_status(topic, group, client_id)
+    lines = [f"get consumer status from client. group={group}, topic={topic}, originClientId={client_id}",
+             f"{'#clientId':<50}  {'#brokerName':<15}  {'#queueId':<15}  {'#offset':<20}".rstrip()]
+    rows = []
+    for cid, pairs in table.items():
+        for mq, offset in sorted(pairs, key=lambda p: (str(p[0].get("brokerName")), int(p[0].get("queueId", 0)))):
+            rows.append({"clientId": cid, "brokerName": mq.get("brokerName"), "queueId": mq.get("queueId"),
+                         "offset": offset})
+            lines.append(f"{cid:<50}  {mq.get('brokerName')!s:<15}  {mq.get('queueId')!s:<15}  {offset!s:<20}".rstrip())
+    return Result(rows, "\n".join(lines))

@@ -8,15 +8,16 @@ the proxy as a broker request naming the client:
   knows of the client (consume type, version, language, start time, its subscriptions and the
   server-side settings it runs with). With ``jstackEnable`` the client is sent a
   PrintThreadStackTraceCommand and its ThreadStackTrace becomes ``jstack``.
+- GET_CONSUMER_STATUS_FROM_CLIENT (221): an empty table (gRPC consumers keep no queue offsets).
 - CONSUME_MESSAGE_DIRECTLY (309): the message goes to the client as a VerifyMessageCommand; its
   VerifyMessageResult status becomes the ConsumeMessageDirectlyResult (OK -> CR_SUCCESS,
   FAILED_TO_CONSUME_MESSAGE -> CR_LATER, MESSAGE_CORRUPTED -> CR_RETURN_NULL; FIFO refused with
   VERIFY_FIFO_MESSAGE_UNSUPPORTED -> NO_PERMISSION), as upstream's local-mode proxy does.
 
 A client that does not answer within ``grpcProxyRelayRequestTimeoutInSeconds`` gets SYSTEM_BUSY
-"call remote timeout" (upstream's answer). Upstream's cluster-mode proxy answers neither request,
-and without jstack not even 307; OrbitMQ answers both in every mode, and a running info without
-jstack never waits on the client.
+"call remote timeout" (upstream's answer). Upstream's cluster-mode proxy answers none of these
+requests (its local mode only 307 with jstack, and 309); OrbitMQ answers all three in every mode,
+and a running info without jstack never waits on the client.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class ClientRequestRelay:
         remoting = self.cluster.api.remoting
         remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, self.on_running_info)
         remoting.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, self.on_consume_directly)
+        remoting.register_processor(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, self.on_consumer_status)
 
     # ---- answers from clients (the Telemetry reader calls these) ------------------------------
 
@@ -165,6 +167,15 @@ class ClientRequestRelay:
             except ProxyError:
                 continue
         return {"properties": properties, "subscriptionSet": subscriptions, "mqTable": {}, "statusTable": {}}
+
+    # ---- GET_CONSUMER_STATUS_FROM_CLIENT -------------------------------------------------------
+
+    async def on_consumer_status(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """getConsumerStatus: a client's own table of queue offsets. gRPC consumers keep none (the
+        broker holds what they consumed, POP style), and the request names no client, so every
+        one answers an empty table at once rather than leaving the broker to time out."""
+        return request.response_to(ResponseCode.SUCCESS, None, None,
+                                    json.dumps({"messageQueueTable": {}}).encode())
 
     # ---- CONSUME_MESSAGE_DIRECTLY -------------------------------------------------------------
 

@@ -354,5 +354,8 @@ async def test_consumer_status_and_consume_directly_reach_a_push_consumer(env: S
         assert direct.returncode == 0, direct.stderr
         assert "consumeResult=CR_SUCCESS" in direct.stdout
         assert consumed == [(b"status", receipt.message_id)] * 2  # the listener saw it once more
+        # getConsumerStatus: a gRPC client keeps no queue offsets of its own; its proxy says so at once
+        status = await asyncio.to_thread(admin_json, env, "getConsumerStatus", "-g", group, "-t", topic)
+        assert status == []
         gone = await asyncio.to_thread(admin_run, env, "consumerStatus", "-g", group, "-i", "127.0.0.1@nobody")
         assert gone.returncode != 0 and "not online" in gone.stderr + gone.stdout

@@ -2,7 +2,7 @@
 
 Both are session-scoped: a SparkSession costs seconds to start (a JVM), a cluster too. The broker
 has small CommitLog segments and a retention that deletes nothing until a test asks (the
-failOnDataLoss tests force it), like tests/integration/test_admin_ops.py. Tests use topic, group
+failOnDataLoss tests force it), like tests/admin/test_admin_ops.py. Tests use topic, group
 and checkpoint names of their own.
 """
 

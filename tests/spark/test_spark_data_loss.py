@@ -1,6 +1,6 @@
 """failOnDataLoss both ways, after retention really deleted the CommitLog segments holding the
 first messages of a queue (deleteExpiredCommitLog with fileReservedTime=0, as
-tests/integration/test_admin_ops.py::test_delete_expired_commit_log forces it)."""
+tests/admin/test_admin_ops.py::test_delete_expired_commit_log forces it)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 
 MAX_QUEUE_NUMS = 16384  # far above any real topic; keeps per-queue loops bounded
 V3_1_8_SNAPSHOT = 62  # MQVersion.Version ordinal: clients older than this cannot be called back
+V3_0_7_SNAPSHOT = 28  # ... nor asked for their consumer status
 CALL_CLIENT_TIMEOUT = 10.0  # Broker2Client.callClient's wait for the consumer's answer, seconds
+CONSUMER_STATUS_TIMEOUT = 5.0  # Broker2Client.getConsumeStatus's wait for each client, seconds
 PERM_MASK = 0xF
 
 
@@ -93,6 +95,7 @@ class AdminBrokerProcessor:
         # mqadmin consumerStatus / queryMsgById -g -d: forwarded to the consumer's own connection.
         b.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, self.get_consumer_running_info)
         b.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, self.consume_message_directly)
+        b.register_processor(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, self.get_consumer_status)
         b.register_processor(RequestCode.VIEW_BROKER_STATS_DATA, self.view_broker_stats_data)  # statsAll
 
     # ---- topics -----------------------------------------------------------------------------
@@ -394,6 +397,46 @@ class AdminBrokerProcessor:
         if group_config is not None:
             fields["groupSysFlag"] = str(group_config.group_sys_flag)
         return await self._call_consumer(request, group, client_id, fields, bytes(record))
+
+    async def get_consumer_status(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223): each online client's own offsets for a topic
+        (GET_CONSUMER_STATUS_FROM_CLIENT 221 on its connection), as Broker2Client.getConsumeStatus.
+        A client that fails or does not answer in time is left out; ``clientAddr`` (the client id)
+        asks that client only."""
+        f = Fields(request.ext_fields)
+        topic, group, only = f.str("topic"), f.str("group"), f.opt_str("clientAddr") or ""
+        info = self.broker.consumer_manager.get_consumer_group_info(group)
+        if info is None or not info.channel_info_table:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"No Any Consumer online in the consumer group: [{group}]")
+        clients = [ci for ci in info.channel_info_table.values() if not only or ci.client_id == only]
+        for ci in clients:
+            if ci.version < V3_0_7_SNAPSHOT:
+                raise RequestError(ResponseCode.SYSTEM_ERROR,
+                                   f"the client does not support this feature. version={ci.version}")
+
+        async def ask(ci: Any) -> tuple[str, list[tuple[dict[str, Any], Any]]] | None:
+            forward = RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
+                                              {"topic": topic, "group": group})
+            try:
+                answer = await ci.channel.invoke(forward, CONSUMER_STATUS_TIMEOUT)
+                if answer.code != ResponseCode.SUCCESS or not answer.body:
+                    return None
+                body = fastjson.loads(answer.body)
+            except (RemotingError, ValueError) as exc:
+                log.warning("get consumer status of %s in %s failed: %s", ci.client_id, group, exc)
+                return None
+            table = body.get("messageQueueTable") if isinstance(body, dict) else None
+            return ci.client_id, fastjson.message_queue_pairs(table)
+
+        consumer_table: dict[str, Any] = {}
+        for answered in await asyncio.gather(*(ask(ci) for ci in clients)):
+            if answered is not None:
+                client_id, pairs = answered
+                consumer_table[client_id] = {
+                    fastjson.message_queue_key(str(mq.get("topic", topic)), str(mq.get("brokerName", "")),
+                                               int(mq.get("queueId", 0))): offset for mq, offset in pairs}
+        body = fastjson.dumps({"consumerTable": consumer_table, "messageQueueTable": {}}).encode("utf-8")
+        return request.response_to(ResponseCode.SUCCESS, None, None, body)
 
     async def _call_consumer(self, request: RemotingCommand, group: str, client_id: str,
                              fields: dict[str, str] | None = None, body: bytes | None = None) -> RemotingCommand:

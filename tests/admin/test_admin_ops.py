@@ -376,7 +376,15 @@ class FakePushConsumer:
         api = MQClientAPI(timeout=5.0)
         api.remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, self._running_info)
         api.remoting.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._consume)
+        api.remoting.register_processor(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, self._status)
         return api
+
+    async def _status(self, request: RemotingCommand, channel) -> RemotingCommand:
+        """The client's own offsets of the topic (GetConsumerStatusBody.messageQueueTable)."""
+        assert (request.ext_fields["topic"], request.ext_fields["group"]) == (self.topic, self.group)
+        table = {fastjson.message_queue_key(self.topic, BROKER_NAME, 0): 5}
+        body = fastjson.dumps({"messageQueueTable": table, "consumerTable": {}}).encode()
+        return request.response_to(ResponseCode.SUCCESS, None, None, body)
 
     async def _running_info(self, request: RemotingCommand, channel) -> RemotingCommand:
         assert request.ext_fields["consumerGroup"] == self.group
@@ -427,6 +435,13 @@ def test_consumer_status_and_consume_message_directly(cluster: Cluster, tmp_path
                                "remark=null, spentTimeMills=1]")
         assert [m.body for m in consumer.consumed] == [b"OpsDirect-body-0"]
 
+        # getConsumerStatus: the client's own offsets, asked through the broker (223 -> 221)
+        rows = ok_json(cluster, "getConsumerStatus", "-g", "CG_OPS_PUSH", "-t", "OpsDirect")
+        assert rows == [{"clientId": "127.0.0.1@push-1", "brokerName": BROKER_NAME, "queueId": 0, "offset": 5}]
+        text = ok(cluster, "getConsumerStatus", "-g", "CG_OPS_PUSH", "-t", "OpsDirect", "-i", "127.0.0.1@push-1")
+        assert text.splitlines()[2].split() == ["127.0.0.1@push-1", BROKER_NAME, "0", "5"]
+        assert ok_json(cluster, "getConsumerStatus", "-g", "CG_OPS_PUSH", "-t", "OpsDirect", "-i", "other") == []
+        assert "No Any Consumer online" in failed(cluster, "getConsumerStatus", "-g", "CG_NOBODY", "-t", "OpsDirect")
         assert "not online" in failed(cluster, "consumerStatus", "-g", "CG_OPS_PUSH", "-i", "127.0.0.1@nobody")
         assert "not online" in failed(cluster, "queryMsgById", "-i", result.offset_msg_id, "-g", "CG_OPS_PUSH",
                                       "-d", "127.0.0.1@nobody")
