@@ -42,10 +42,11 @@ EXIT_USAGE = 2
 
 @dataclass
 class Result:
-    """What a command produced: the JSON document and the human-readable text."""
+    """What a command produced: the JSON document and the human-readable text (None when the
+    command printed its lines while it ran, as clusterRT does)."""
 
     data: Any
-    text: str
+    text: str | None
 
 
 Handler = Callable[[MQAdminExt, argparse.Namespace], Awaitable[Result]]
@@ -624,7 +625,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"orbitmq admin {args.command}: {_reason(exc)}", file=sys.stderr)
         return EXIT_FAILURE
     try:
-        print(to_json(result.data) if args.json else result.text, flush=True)
+        if args.json or result.text is not None:  # None: the command printed its lines as it went
+            print(to_json(result.data) if args.json else result.text, flush=True)
     except BrokenPipeError:  # e.g. piped into head: the reader has what it wanted
         sys.stderr.close()
     return 0

@@ -1,9 +1,12 @@
 """mqadmin's lookup, planning, probing and store-maintenance commands: DecodeMessageId,
 queryMsgByUniqueKey, printMsgByQueue, allocateMQ, getConsumerConfig, updateOrderConf, queryCq,
-sendMsgStatus, checkMsgSendRT, cleanExpiredCQ and cleanUnusedTopic, with upstream's names and flags.
+sendMsgStatus, checkMsgSendRT, clusterRT, cleanExpiredCQ and cleanUnusedTopic, with upstream's names
+and flags.
 
 Each registers itself with ``cli.command`` on import. Deviations, each for a reason:
 - DecodeMessageId prints ``ip=`` and ``date=`` on two lines (upstream runs them together on one).
+- clusterRT takes -r rounds (OrbitMQ's: upstream runs until interrupted, which stays the default),
+  so a script can take one measurement.
 - allocateMQ sorts the topic's queues (topic, broker, queue id) before dividing them; upstream
   hands the strategy a HashSet's order, so its answer can differ from run to run. The client ids
   are taken in the order given, as upstream does.
@@ -12,6 +15,7 @@ Each registers itself with ``cli.command`` on import. Deviations, each for a rea
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 import json
 import time
@@ -423,3 +427,62 @@ async def check_msg_send_rt(admin: MQAdminExt, args: argparse.Namespace) -> Resu
     average = elapsed / (args.amount - 1)
     lines.append(f"Avg RT: {average:.2f}")
     return Result({"sends": rows, "avgRT": round(average, 2)}, "\n".join(lines))
+
+
+# ---- clusterRT ---------------------------------------------------------------------------------
+
+def _cluster_rt_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-a", "--amount", type=int, default=100, help="message amount | default 100")
+    p.add_argument("-s", "--size", type=int, default=128, help="message size | default 128 Byte")
+    p.add_argument("-c", "--cluster", help="cluster name | default display all cluster")
+    p.add_argument("-p", "--printLog", dest="tlog", type=_bool, default=False, help="print as tlog | default false")
+    p.add_argument("-m", "--machineRoom", dest="room", default="noname", help="machine room name | default noname")
+    p.add_argument("-i", "--interval", type=int, default=10, help="print interval | default 10 seconds")
+    p.add_argument("-r", "--rounds", type=int, default=0,
+                   help="OrbitMQ: stop after this many rounds (default 0: until interrupted, as upstream)")
+
+
+@command("clusterRT", "List All clusters Message Send RT", _cluster_rt_options)
+async def cluster_rt(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """Every -i seconds, -a sends of -s bytes to each broker's own topic, per cluster: the average
+    round trip (the first send left out) and the success and failure counts. Lines are printed as
+    they are measured; with --json, once the -r rounds are done."""
+    if args.amount < 2 or args.size <= 0 or args.interval <= 0 or args.rounds < 0:
+        raise UsageError("-a amount must be at least 2, -s size and -i interval positive, -r rounds >= 0")
+    if args.json and not args.rounds:
+        raise UsageError("--json needs -r rounds: without it clusterRT runs until interrupted")
+    info = await admin.cluster_info()
+    clusters = [args.cluster.strip()] if args.cluster else sorted(info.cluster_addr_table)
+    emit = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
+    if not args.tlog:
+        emit(f"{'#Cluster Name':<24}  {'#Broker Name':<24}  {'#RT':<4}  {'#successCount':<8}  {'#failCount':<8}")
+    rows: list[dict[str, Any]] = []
+    done = 0
+    while True:
+        for cluster in clusters:
+            names = info.cluster_addr_table.get(cluster)
+            if names is None:
+                raise AdminError(f"cluster [{cluster}] not exist")
+            for broker_name in sorted(names):
+                ok_count = failed = elapsed = 0
+                for i in range(args.amount):
+                    started = time.monotonic()
+                    try:
+                        await admin.send(_probe(broker_name, args.size), _PROBE_GROUP, broker_name)
+                        ok_count += 1
+                    except (AdminError, MQBrokerError, RemotingError):
+                        failed += 1
+                    if i:
+                        elapsed += int((time.monotonic() - started) * 1000)
+                rt = elapsed / (args.amount - 1)
+                rows.append({"cluster": cluster, "brokerName": broker_name, "rt": round(rt, 2),
+                             "successCount": ok_count, "failCount": failed})
+                if args.tlog:
+                    stamp = dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+                    emit(f"{stamp}|{args.room}|{cluster}|{broker_name}|{round(rt)}")
+                else:
+                    emit(f"{cluster:<24}  {broker_name:<24}  {rt:<8.2f}  {ok_count:<16}  {failed:<16}".rstrip())
+        done += 1
+        if args.rounds and done >= args.rounds:
+            return Result(rows, None)
+        await asyncio.sleep(args.interval)

@@ -836,3 +836,16 @@ def test_reset_offset_by_time_old(cluster: Cluster) -> None:
                                           "-s", "yesterday")
     assert "does not exist" in failed(cluster, "resetOffsetByTimeOld", "-g", "CG_OPS_OLD", "-t", "NoSuchOld",
                                       "-s", "-1")
+
+
+def test_cluster_rt_one_round(cluster: Cluster) -> None:
+    lines = ok(cluster, "clusterRT", "-a", "3", "-s", "16", "-r", "1").splitlines()
+    assert lines[0].split() == ["#Cluster", "Name", "#Broker", "Name", "#RT", "#successCount", "#failCount"]
+    row = lines[1].split()
+    assert (row[0], row[1], row[3], row[4]) == (CLUSTER, BROKER_NAME, "3", "0") and float(row[2]) >= 0
+    (doc,) = ok_json(cluster, "clusterRT", "-a", "2", "-c", CLUSTER, "-r", "1")
+    assert (doc["brokerName"], doc["successCount"], doc["failCount"]) == (BROKER_NAME, 2, 0)
+    tlog = ok(cluster, "clusterRT", "-a", "2", "-p", "true", "-m", "room1", "-r", "1").strip().split("|")
+    assert tlog[1:4] == ["room1", CLUSTER, BROKER_NAME]
+    assert "--json needs -r" in usage_error(cluster, "clusterRT", "--json")
+    assert "not exist" in failed(cluster, "clusterRT", "-c", "NoSuchCluster", "-a", "2", "-r", "1")
