@@ -281,3 +281,37 @@ async def test_fuzzed_frames_and_headers_leave_broker_serving(broker) -> None:
     await call(client, addr, RequestCode.SEND_MESSAGE_V2, send_fields("RejTopic", 0), b"still-alive")
     pulled = await call(client, addr, RequestCode.PULL_MESSAGE, pull_fields("RejTopic", queue_id=0))
     assert b"still-alive" in [m.body for m in decode_records(pulled.body)]
+
+
+async def test_admin_requests_of_this_release_refuse_bad_input_and_keep_serving(broker) -> None:
+    """The maintenance, batch and client-status requests answer RocketMQ's codes to missing fields,
+    wrong types and bad bodies, and the broker keeps serving."""
+    client, addr, _ = broker
+    system_error, invalid = ResponseCode.SYSTEM_ERROR, ResponseCode.INVALID_PARAMETER
+    cases = [
+        (RequestCode.QUERY_CONSUME_QUEUE, {"topic": "RejTopic"}, b"", system_error),          # no queueId/index
+        (RequestCode.QUERY_CONSUME_QUEUE, {"topic": "RejTopic", "queueId": "x", "index": "0", "count": "1"}, b"",
+         system_error),
+        (RequestCode.QUERY_CONSUME_QUEUE, {"topic": "NoSuch", "queueId": "0", "index": "0", "count": "1"}, b"",
+         system_error),
+        (RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, {}, b"", system_error),                     # no body
+        (RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, {}, b"{not json", system_error),
+        (RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, {}, b'{"topicConfigList": []}', invalid),
+        (RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, {}, b'{"topicConfigList": [{"topicName": 5}]}', invalid),
+        (RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, {}, b'{"topicConfigList": [{"topicName": "T", "perm": 99}]}',
+         invalid),
+        (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, {}, b'{"groupConfigList": "no"}', system_error),
+        (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, {}, b'{"groupConfigList": [{"groupName": ""}]}',
+         system_error),
+        (RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, {"topic": "RejTopic", "group": "CG_REJ"}, b"",
+         system_error),                                                                       # nobody online
+        (RequestCode.RESUME_CHECK_HALF_MESSAGE, {"topic": "RejTopic"}, b"", system_error),     # no msgId
+        (RequestCode.RESUME_CHECK_HALF_MESSAGE, {"topic": "RejTopic", "msgId": "zz"}, b"", system_error),
+    ]
+    for code, fields, body, expected in cases:
+        response = await call(client, addr, code, fields, body, expect=None)
+        assert response.code == expected, (code, fields, body, response.code, response.remark)
+        assert response.remark, (code, fields)
+    assert (await call(client, addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)).body
+    assert (await call(client, addr, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)).code == ResponseCode.SUCCESS
+    await call(client, addr, RequestCode.SEND_MESSAGE_V2, send_fields("RejTopic"), b"still serving")
