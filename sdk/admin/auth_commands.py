@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from orbitmq.admin.admin_api import AdminError, MQAdminExt
@@ -284,39 +285,47 @@ def _copy_options(what: str, key: str, flag: str):
     return configure
 
 
-@command("copyUser", "Copy user to cluster.", _copy_options("users", "usernames", "u"))
-async def copy_user(admin: MQAdminExt, args: argparse.Namespace) -> Result:
-    """The users of -f (all, or those of -u) created on -t, or updated where -t has them."""
+@dataclass(frozen=True)
+class _Copied:
+    """What copyUser / copyAcl copy: the key naming one, and the four requests that read and write them."""
+
+    what: str  # "user" or "acl"
+    key: str  # "username" or "subject"
+    get: int
+    list_code: int
+    list_header: dict[str, str]
+    create: int
+    update: int
+
+
+_USERS = _Copied("user", "username", RequestCode.AUTH_GET_USER, RequestCode.AUTH_LIST_USER, {"filter": ""},
+                 RequestCode.AUTH_CREATE_USER, RequestCode.AUTH_UPDATE_USER)
+_ACLS = _Copied("acl", "subject", RequestCode.AUTH_GET_ACL, RequestCode.AUTH_LIST_ACL,
+                {"subjectFilter": "", "resourceFilter": ""}, RequestCode.AUTH_CREATE_ACL, RequestCode.AUTH_UPDATE_ACL)
+
+
+async def _copy(admin: MQAdminExt, args: argparse.Namespace, kind: _Copied) -> Result:
+    """The entries of -f (all, or the names given) created on -t, or updated where -t has them."""
     source, target = args.source.strip(), args.target.strip()
     if args.names:
-        users = [u for u in [await _one(admin, source, RequestCode.AUTH_GET_USER, {"username": name})
-                             for name in _csv(args.names)] if u]
+        found = [await _one(admin, source, kind.get, {kind.key: name}) for name in _csv(args.names)]
+        entries = [e for e in found if e]
     else:
-        users = await _one(admin, source, RequestCode.AUTH_LIST_USER, {"filter": ""}) or []
+        entries = await _one(admin, source, kind.list_code, kind.list_header) or []
     lines = []
-    for user in users:
-        name = user["username"]
-        exists = await _one(admin, target, RequestCode.AUTH_GET_USER, {"username": name})
-        code = RequestCode.AUTH_UPDATE_USER if exists else RequestCode.AUTH_CREATE_USER
-        await _one(admin, target, code, {"username": name}, user)
-        lines.append(f"copy user of {name} from {source} to {target} success.")
-    return Result({"users": [u["username"] for u in users], "from": source, "to": target}, "\n".join(lines))
+    for entry in entries:
+        name = entry[kind.key]
+        exists = await _one(admin, target, kind.get, {kind.key: name})
+        await _one(admin, target, kind.update if exists else kind.create, {kind.key: name}, entry)
+        lines.append(f"copy {kind.what} of {name} from {source} to {target} success.")
+    return Result({f"{kind.key}s": [e[kind.key] for e in entries], "from": source, "to": target}, "\n".join(lines))
+
+
+@command("copyUser", "Copy user to cluster.", _copy_options("users", "usernames", "u"))
+async def copy_user(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    return await _copy(admin, args, _USERS)
 
 
 @command("copyAcl", "Copy acl to cluster.", _copy_options("acls", "subjects", "s"))
 async def copy_acl(admin: MQAdminExt, args: argparse.Namespace) -> Result:
-    """The ACLs of -f (all, or those of the subjects of -s) created on -t, or updated where -t has them."""
-    source, target = args.source.strip(), args.target.strip()
-    if args.names:
-        acls = [a for a in [await _one(admin, source, RequestCode.AUTH_GET_ACL, {"subject": subject})
-                            for subject in _csv(args.names)] if a]
-    else:
-        acls = await _one(admin, source, RequestCode.AUTH_LIST_ACL, {"subjectFilter": "", "resourceFilter": ""}) or []
-    lines = []
-    for acl in acls:
-        subject = acl["subject"]
-        exists = await _one(admin, target, RequestCode.AUTH_GET_ACL, {"subject": subject})
-        code = RequestCode.AUTH_UPDATE_ACL if exists else RequestCode.AUTH_CREATE_ACL
-        await _one(admin, target, code, {"subject": subject}, acl)
-        lines.append(f"copy acl of {subject} from {source} to {target} success.")
-    return Result({"subjects": [a["subject"] for a in acls], "from": source, "to": target}, "\n".join(lines))
+    return await _copy(admin, args, _ACLS)

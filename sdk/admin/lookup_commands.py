@@ -271,24 +271,24 @@ async def _masters(admin: MQAdminExt, args: argparse.Namespace) -> list[str]:
     return targets
 
 
+async def _on_masters(admin: MQAdminExt, args: argparse.Namespace, name: str, call: Any) -> Result:
+    targets = await _masters(admin, args)
+    for i, addr in enumerate(targets, 1):
+        ops_commands.progress(f"[{i}/{len(targets)}] {name} {addr}")
+        await call(addr)
+    return Result({"brokers": targets, "success": True}, "success")
+
+
 @command("cleanExpiredCQ", "Clean expired ConsumeQueue on broker.", _clean_options)
 async def clean_expired_cq(admin: MQAdminExt, args: argparse.Namespace) -> Result:
     """Drop the ConsumeQueues whose messages retention has removed from the CommitLog."""
-    targets = await _masters(admin, args)
-    for i, addr in enumerate(targets, 1):
-        ops_commands.progress(f"[{i}/{len(targets)}] cleanExpiredCQ {addr}")
-        await admin.clean_expired_consume_queue(addr)
-    return Result({"brokers": targets, "success": True}, "success")
+    return await _on_masters(admin, args, "cleanExpiredCQ", admin.clean_expired_consume_queue)
 
 
 @command("cleanUnusedTopic", "Clean unused topic on broker.", _clean_options)
 async def clean_unused_topic(admin: MQAdminExt, args: argparse.Namespace) -> Result:
     """Drop the ConsumeQueues of topics the broker no longer has a config for."""
-    targets = await _masters(admin, args)
-    for i, addr in enumerate(targets, 1):
-        ops_commands.progress(f"[{i}/{len(targets)}] cleanUnusedTopic {addr}")
-        await admin.clean_unused_topic(addr)
-    return Result({"brokers": targets, "success": True}, "success")
+    return await _on_masters(admin, args, "cleanUnusedTopic", admin.clean_unused_topic)
 
 
 # ---- printMsgByQueue ---------------------------------------------------------------------------

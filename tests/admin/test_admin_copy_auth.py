@@ -69,6 +69,6 @@ def test_copy_users_and_acls_between_brokers(two_brokers: tuple[str, str, str]) 
     # -u names only some users; a name the source does not have is skipped
     ok(namesrv, "createUser", "-b", source, "-u", "carol", "-p", "carol-pw")
     copied = json.loads(ok(namesrv, "copyUser", "-f", source, "-t", target, "-u", "carol,nobody", "--json"))
-    assert copied["users"] == ["carol"]
+    assert copied["usernames"] == ["carol"]
     done = admin(namesrv, "copyUser", "-f", source)
     assert done.returncode == 2 and "-t/--toBroker" in done.stderr
