@@ -39,6 +39,7 @@ from orbitmq.config import parse_properties_text
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingError
+from orbitmq.remoting.protocol import RemotingCommand
 
 T = TypeVar("T")
 
@@ -193,14 +194,18 @@ class MQAdminExt:
 
     async def _table(self, addr: str, code: int, header: dict[str, str | None]) -> dict[str, Any]:
         """A broker answer whose body is a fastjson table keyed by MessageQueue objects."""
+        return (await self._answer(addr, code, header))[0]
+
+    async def _answer(self, addr: str, code: int, header: dict[str, str | None]) -> tuple[dict[str, Any], RemotingCommand]:
+        """(the JSON object of the body, {} when there is none; the response itself)."""
         response = await self.api.call(addr, code, {k: v for k, v in header.items() if v is not None})
         if not response.body:
-            return {}
+            return {}, response
         try:
             body = loads(response.body)
         except ValueError as exc:
             raise AdminError(f"broker {addr} answered a body that is not JSON: {exc}") from None
-        return body if isinstance(body, dict) else {}
+        return (body if isinstance(body, dict) else {}), response
 
     # ---- stats ----------------------------------------------------------------------------------
 
@@ -474,14 +479,9 @@ class MQAdminExt:
     async def query_consume_queue(self, addr: str, topic: str, queue_id: int, index: int, count: int,
                                   group: str | None) -> tuple[dict[str, Any], str | None]:
         """QUERY_CONSUME_QUEUE: (QueryConsumeQueueResponseBody, the broker's remark)."""
-        response = await self.api.call(addr, RequestCode.QUERY_CONSUME_QUEUE, {
-            k: v for k, v in {"topic": topic, "queueId": str(queue_id), "index": str(index), "count": str(count),
-                              "consumerGroup": group}.items() if v is not None})
-        try:
-            body = loads(response.body) if response.body else {}
-        except ValueError as exc:
-            raise AdminError(f"broker {addr} answered a body that is not JSON: {exc}") from None
-        return (body if isinstance(body, dict) else {}), response.remark
+        body, response = await self._answer(addr, RequestCode.QUERY_CONSUME_QUEUE, {
+            "topic": topic, "queueId": str(queue_id), "index": str(index), "count": str(count), "consumerGroup": group})
+        return body, response.remark
 
     async def topic_consumed_by(self, topic: str) -> list[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO on the topic's masters, merged."""

@@ -46,15 +46,17 @@ async def _addrs(admin: MQAdminExt, args: argparse.Namespace) -> list[str]:
     raise AdminError("one of -b brokerAddr or -c clusterName is required")
 
 
+async def _one(admin: MQAdminExt, addr: str, code: int, header: dict[str, str], body: Any = None) -> Any:
+    """One broker's answer to one auth request: its JSON body, or None when it has none."""
+    payload = b"" if body is None else json.dumps(body).encode()
+    response = await admin.api.call(addr, code, header, payload)
+    return json.loads(response.body) if response.body else None
+
+
 async def _call(admin: MQAdminExt, args: argparse.Namespace, code: int, header: dict[str, str],
                 body: Any = None) -> list[tuple[str, Any]]:
     """Send to every target; (address, parsed JSON body or None) each. A refusal raises."""
-    payload = b"" if body is None else json.dumps(body).encode()
-    out = []
-    for addr in await _addrs(admin, args):
-        response = await admin.api.call(addr, code, header, payload)
-        out.append((addr, json.loads(response.body) if response.body else None))
-    return out
+    return [(addr, await _one(admin, addr, code, header, body)) for addr in await _addrs(admin, args)]
 
 
 def _done(what: str, results: list[tuple[str, Any]]) -> Result:
@@ -267,13 +269,6 @@ async def list_acl(admin: MQAdminExt, args: argparse.Namespace) -> Result:
 
 
 # ---- copying between brokers -----------------------------------------------------------------
-
-async def _one(admin: MQAdminExt, addr: str, code: int, header: dict[str, str], body: Any = None) -> Any:
-    """One broker's answer to one auth request: its JSON body, or None when it has none."""
-    payload = b"" if body is None else json.dumps(body).encode()
-    response = await admin.api.call(addr, code, header, payload)
-    return json.loads(response.body) if response.body else None
-
 
 def _copy_options(what: str, key: str, flag: str):
     def configure(p: argparse.ArgumentParser) -> None:

@@ -25,7 +25,7 @@ from orbitmq.admin import ops_commands
 from orbitmq.admin.admin_api import ORDER_TOPIC_CONFIG_NAMESPACE, AdminError, MQAdminExt
 from orbitmq.admin.cli import Result, UsageError, _bool, _timestamp, command
 from orbitmq.admin.controller_commands import without_namesrv
-from orbitmq.admin.output import message_to_json, render_message
+from orbitmq.admin.output import format_timestamp, message_to_json, render_message
 from orbitmq.client import MQBrokerError
 from orbitmq.client.results import PullStatus
 from orbitmq.common.constants import PERM_READ, PERM_WRITE
@@ -56,7 +56,7 @@ async def decode_message_id(_admin: Any, args: argparse.Namespace) -> Result:
         born = uniq_id_timestamp(msg_id)
     except (ValueError, TypeError) as exc:
         raise AdminError(f"{msg_id!r} is not a unique message id: {exc}") from None
-    date = dt.datetime.fromtimestamp(born / 1000).strftime("%Y-%m-%d %H:%M:%S,") + f"{born % 1000:03d}"
+    date = format_timestamp(born)
     return Result({"msgId": msg_id, "ip": ip, "date": date, "timestamp": born}, f"ip={ip}\ndate={date}")
 
 
@@ -259,36 +259,16 @@ def _clean_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--cluster", help="cluster name")
 
 
-async def _masters(admin: MQAdminExt, args: argparse.Namespace) -> list[str]:
-    """-b, else every master of -c, else every master of every cluster (as upstream with neither)."""
-    if args.broker_addr:
-        return [args.broker_addr.strip()]
-    if args.cluster:
-        return [addr for _n, addr in await admin.master_addrs(args.cluster.strip())]
-    targets = [addr for _n, addr in await admin.all_master_addrs()]
-    if not targets:
-        raise AdminError("no master broker online")
-    return targets
-
-
-async def _on_masters(admin: MQAdminExt, args: argparse.Namespace, name: str, call: Any) -> Result:
-    targets = await _masters(admin, args)
-    for i, addr in enumerate(targets, 1):
-        ops_commands.progress(f"[{i}/{len(targets)}] {name} {addr}")
-        await call(addr)
-    return Result({"brokers": targets, "success": True}, "success")
-
-
 @command("cleanExpiredCQ", "Clean expired ConsumeQueue on broker.", _clean_options)
 async def clean_expired_cq(admin: MQAdminExt, args: argparse.Namespace) -> Result:
     """Drop the ConsumeQueues whose messages retention has removed from the CommitLog."""
-    return await _on_masters(admin, args, "cleanExpiredCQ", admin.clean_expired_consume_queue)
+    return await ops_commands.on_masters(admin, args, "cleanExpiredCQ", admin.clean_expired_consume_queue)
 
 
 @command("cleanUnusedTopic", "Clean unused topic on broker.", _clean_options)
 async def clean_unused_topic(admin: MQAdminExt, args: argparse.Namespace) -> Result:
     """Drop the ConsumeQueues of topics the broker no longer has a config for."""
-    return await _on_masters(admin, args, "cleanUnusedTopic", admin.clean_unused_topic)
+    return await ops_commands.on_masters(admin, args, "cleanUnusedTopic", admin.clean_unused_topic)
 
 
 # ---- printMsgByQueue ---------------------------------------------------------------------------
@@ -337,12 +317,11 @@ async def print_msg_by_queue(admin: MQAdminExt, args: argparse.Namespace) -> Res
             if args.by_tag and msg.tags and msg.tags.strip():
                 tags[msg.tags] = tags.get(msg.tags, 0) + 1
             if args.print_msg:
-                body = msg.body.decode(args.charset, errors="replace") if args.print_body else "NOT PRINT BODY"
+                body = msg.body.decode(args.charset, errors="replace") if args.print_body else None
                 lines.append(f"MSGID: {msg.uniq_id_or_msg_id} {ops_commands.message_to_string(msg, broker_name)} "
-                             f"BODY: {body}")
+                             f"BODY: {'NOT PRINT BODY' if body is None else body}")
                 found.append({"msgId": msg.uniq_id_or_msg_id, "offsetMsgId": msg.msg_id, "queueOffset": msg.queue_offset,
-                              "tags": msg.tags, "storeTimestamp": msg.store_timestamp,
-                              "body": msg.body.decode(args.charset, errors="replace") if args.print_body else None})
+                              "tags": msg.tags, "storeTimestamp": msg.store_timestamp, "body": body})
     ranked = sorted(tags.items(), key=lambda kv: -kv[1])  # TagCountBean: most frequent first
     if args.by_tag:
         lines += [f"Tag: {tag:<30} Count: {count}" for tag, count in ranked]
@@ -369,6 +348,18 @@ def send_result_string(result: Any) -> str:
 
 def _probe(topic: str, size: int) -> Message:
     return Message(topic, b"a" * size, properties={MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: create_uniq_id()})
+
+
+async def _timed_send(admin: MQAdminExt, topic: str, size: int, broker_name: str,
+                      queue_id: int | None = None) -> tuple[bool, int]:
+    """One probe send: (whether it was stored, its round trip in ms)."""
+    started = time.monotonic()
+    try:
+        await admin.send(_probe(topic, size), _PROBE_GROUP, broker_name, queue_id)
+        ok = True
+    except (AdminError, MQBrokerError, RemotingError):
+        ok = False
+    return ok, int((time.monotonic() - started) * 1000)
 
 
 @command("sendMsgStatus", "Send msg to broker.", _send_status_options)
@@ -413,13 +404,7 @@ async def check_msg_send_rt(admin: MQAdminExt, args: argparse.Namespace) -> Resu
     lines, rows, elapsed = [header], [], 0
     for i in range(args.amount):
         broker_name, queue_id = queues[i % len(queues)]
-        started = time.monotonic()
-        try:
-            await admin.send(_probe(topic, args.size), _PROBE_GROUP, broker_name, queue_id)
-            ok = True
-        except (AdminError, MQBrokerError, RemotingError):
-            ok = False
-        rt = int((time.monotonic() - started) * 1000)
+        ok, rt = await _timed_send(admin, topic, args.size, broker_name, queue_id)
         if i:
             elapsed += rt
         rows.append({"brokerName": broker_name, "queueId": queue_id, "sendResult": ok, "rt": rt})
@@ -466,14 +451,11 @@ async def cluster_rt(admin: MQAdminExt, args: argparse.Namespace) -> Result:
             for broker_name in sorted(names):
                 ok_count = failed = elapsed = 0
                 for i in range(args.amount):
-                    started = time.monotonic()
-                    try:
-                        await admin.send(_probe(broker_name, args.size), _PROBE_GROUP, broker_name)
-                        ok_count += 1
-                    except (AdminError, MQBrokerError, RemotingError):
-                        failed += 1
+                    ok, rt = await _timed_send(admin, broker_name, args.size, broker_name)
+                    ok_count += ok
+                    failed += not ok
                     if i:
-                        elapsed += int((time.monotonic() - started) * 1000)
+                        elapsed += rt
                 rt = elapsed / (args.amount - 1)
                 rows.append({"cluster": cluster, "brokerName": broker_name, "rt": round(rt, 2),
                              "successCount": ok_count, "failCount": failed})

@@ -19,7 +19,7 @@ from typing import Any
 
 from orbitmq.admin.admin_api import AdminError, MQAdminExt
 from orbitmq.admin.cli import Result, UsageError, command
-from orbitmq.admin.ops_commands import progress
+from orbitmq.admin.ops_commands import progress, write_file
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 
@@ -32,9 +32,7 @@ EXPORTED_BROKER_KEYS = ("brokerClusterName", "brokerId", "brokerName", "brokerRo
 
 
 def _write_json(path: str, data: Any) -> str:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(data, indent="\t", ensure_ascii=False), encoding="utf-8")
-    return path
+    return write_file(path, json.dumps(data, indent="\t", ensure_ascii=False).encode("utf-8"))
 
 
 # ---- exportMetadata ----------------------------------------------------------------------------

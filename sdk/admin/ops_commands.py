@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from orbitmq.admin import trace_commands
@@ -453,7 +454,7 @@ async def consumer_status(admin: MQAdminExt, args: argparse.Namespace) -> Result
         except (AdminError, MQBrokerError, RemotingError) as exc:
             lines.append(f"{client_id}: {exc}")
             continue
-        path = _write_file(os.path.join(str(now), client_id), format_running_info(info).encode("utf-8"))
+        path = write_file(os.path.join(str(now), client_id), format_running_info(info).encode("utf-8"))
         infos[client_id] = running_info_json(info)
         rows.append({"index": len(rows) + 1, "clientId": client_id,
                      "version": version_desc(int(conn.get("version") or 0)), "file": path})
@@ -668,9 +669,11 @@ def _delete_commit_log_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--cluster", help="clustername")
 
 
-@command("deleteExpiredCommitLog", "Delete expired CommitLog files.", _delete_commit_log_options)
-async def delete_expired_commit_log(admin: MQAdminExt, args: argparse.Namespace) -> Result:
-    """The broker's next retention passes delete segments older than fileReservedTime now."""
+async def on_masters(admin: MQAdminExt, args: argparse.Namespace, name: str,
+                     call: Callable[[str], Awaitable[None]]) -> Result:
+    """A store request to -b, else to every master of -c, else to every master of every cluster
+    (upstream with neither flag), one progress line each: deleteExpiredCommitLog, cleanExpiredCQ,
+    cleanUnusedTopic."""
     if args.broker_addr:
         targets = [args.broker_addr.strip()]
     elif args.cluster:
@@ -680,9 +683,15 @@ async def delete_expired_commit_log(admin: MQAdminExt, args: argparse.Namespace)
     if not targets:
         raise AdminError("no master broker online")
     for i, addr in enumerate(targets, 1):
-        progress(f"[{i}/{len(targets)}] deleteExpiredCommitLog {addr}")
-        await admin.delete_expired_commit_log(addr)
+        progress(f"[{i}/{len(targets)}] {name} {addr}")
+        await call(addr)
     return Result({"brokers": targets, "success": True}, "success")
+
+
+@command("deleteExpiredCommitLog", "Delete expired CommitLog files.", _delete_commit_log_options)
+async def delete_expired_commit_log(admin: MQAdminExt, args: argparse.Namespace) -> Result:
+    """The broker's next retention passes delete segments older than fileReservedTime now."""
+    return await on_masters(admin, args, "deleteExpiredCommitLog", admin.delete_expired_commit_log)
 
 
 # ---- messages ---------------------------------------------------------------------------------------------
@@ -873,7 +882,7 @@ async def consume_message(admin: MQAdminExt, args: argparse.Namespace) -> Result
     return Result(found, "\n".join(lines))
 
 
-def _write_file(path: str, data: bytes) -> str:
+def write_file(path: str, data: bytes) -> str:
     """A CLI-side file (the admin process, not a server loop), its directory made as needed."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "wb") as out:
@@ -883,7 +892,7 @@ def _write_file(path: str, data: bytes) -> str:
 
 def body_file(msg: MessageExt, directory: str = "/tmp/rocketmq/msgbodys") -> str:
     """QueryMsgByIdSubCommand.createBodyFile: the body, raw, in <directory>/<msgId>."""
-    return _write_file(os.path.join(directory, msg.uniq_id_or_msg_id), msg.body)
+    return write_file(os.path.join(directory, msg.uniq_id_or_msg_id), msg.body)
 
 
 async def resend(admin: MQAdminExt, msg: MessageExt) -> dict[str, Any]:

@@ -429,6 +429,10 @@ def test_consumer_status_and_consume_message_directly(cluster: Cluster, tmp_path
         assert any(line.split()[:3] == ["001", "Topic:", "OpsDirect"] for line in lines)
         doc = ok_json(cluster, "consumerStatus", "-g", "CG_OPS_PUSH", "-b", cluster.addr, cwd=tmp_path)
         assert doc["sameSubscription"] is True and doc["clients"][0]["clientId"] == "127.0.0.1@push-1"
+        # consumer: the same walk under its older name
+        old_name = ok_json(cluster, "consumer", "-g", "CG_OPS_PUSH", "-s", cwd=tmp_path)
+        assert old_name["clients"][0]["clientId"] == "127.0.0.1@push-1"
+        assert old_name["runningInfo"]["127.0.0.1@push-1"]["properties"]["jstackEnable"] == "true"
 
         out = ok(cluster, "queryMsgById", "-i", result.offset_msg_id, "-g", "CG_OPS_PUSH", "-d", "127.0.0.1@push-1")
         assert out.strip() == ("ConsumeMessageDirectlyResult [order=false, autoCommit=true, consumeResult=CR_SUCCESS, "

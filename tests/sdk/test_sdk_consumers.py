@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -248,10 +249,16 @@ async def drain(consumer: AsyncPullConsumer, expected: int, deadline_s: float = 
     return out
 
 
-def admin_json(env: SdkEnv, *args: str):
+def admin_run(env: SdkEnv, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`orbitmq admin` against the env's NameServer; ``cwd`` where commands that write files
+    (consumerStatus: <now>/<clientId>) put them."""
     env_vars = {k: v for k, v in os.environ.items() if k != "NAMESRV_ADDR"}
-    done = subprocess.run([sys.executable, "-m", "orbitmq", "admin", *args, "-n", env.cluster.namesrv, "--json"],
-                          capture_output=True, text=True, timeout=60, env=env_vars)
+    return subprocess.run([sys.executable, "-m", "orbitmq", "admin", *args, "-n", env.cluster.namesrv],
+                          capture_output=True, text=True, timeout=60, env=env_vars, cwd=cwd)
+
+
+def admin_json(env: SdkEnv, *args: str, cwd: Path | None = None):
+    done = admin_run(env, *args, "--json", cwd=cwd)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -315,13 +322,7 @@ async def test_pull_subscription_picks_up_new_queues(env: SdkEnv, monkeypatch) -
     assert {m.queue_id for m in got} == {0, 1, 2}
 
 
-def admin_run(env: SdkEnv, *args: str) -> subprocess.CompletedProcess[str]:
-    env_vars = {k: v for k, v in os.environ.items() if k != "NAMESRV_ADDR"}
-    return subprocess.run([sys.executable, "-m", "orbitmq", "admin", *args, "-n", env.cluster.namesrv],
-                          capture_output=True, text=True, timeout=60, env=env_vars)
-
-
-async def test_consumer_status_and_consume_directly_reach_a_push_consumer(env: SdkEnv) -> None:
+async def test_consumer_status_and_consume_directly_reach_a_push_consumer(env: SdkEnv, tmp_path: Path) -> None:
     """`consumerStatus` and `queryMsgById -g -d` for a gRPC client: the broker asks the proxy, which
     answers the running info itself and relays jstack / the message over the Telemetry stream."""
     topic = env.cluster.create_topic(unique("SdkStatus"), queues=1)
@@ -338,7 +339,7 @@ async def test_consumer_status_and_consume_directly_reach_a_push_consumer(env: S
         await wait_for(lambda: len(consumed) == 1)  # received and acked: the group is online
         client_id = consumer.client_id
         # The admin CLI blocks; run it on a thread so this loop keeps answering Telemetry.
-        listing = await asyncio.to_thread(admin_json, env, "consumerStatus", "-g", group)
+        listing = await asyncio.to_thread(admin_json, env, "consumerStatus", "-g", group, cwd=tmp_path)
         # one connection per proxy the client talks to (two in the two-proxy cluster), one client
         assert {c["clientId"] for c in listing["clients"]} == {client_id}
         info = listing["runningInfo"][client_id]

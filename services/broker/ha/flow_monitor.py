@@ -43,6 +43,8 @@ class FlowMonitor:
         return max(self.config.max_ha_transfer_byte_in_second - self._in_window, 0)
 
     def add_transferred(self, count: int) -> None:
+        if not self.config.ha_flow_control_enable:
+            return  # nothing to budget: the transfer loop pays no clock read per batch
         self._roll()
         self._in_window += count
 

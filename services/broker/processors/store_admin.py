@@ -40,7 +40,10 @@ class StoreAdminProcessor:
 
     async def clean_unused_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         topics = self.broker.topic_config_manager
-        await self.broker.message_store.clean_unused_topics(topics.topic_names(), topics.is_system_topic)
+        unused = self.broker.message_store.unused_topics(topics.topic_names(), topics.is_system_topic)
+        await self.broker.delete_topics(set(unused))  # as deleteTopic: queues and per-topic stats
+        log.warning("cleanUnusedTopic from %s: ConsumeQueues of %d topics without a topic config dropped: %s",
+                    self.broker.remote_addr(channel), len(unused), ", ".join(unused))
         return request.response_to(ResponseCode.SUCCESS)
 
     async def query_consume_queue(self, request: RemotingCommand, channel: Any) -> RemotingCommand:

@@ -194,6 +194,7 @@ class MessageStore:
         self.commit_log = CommitLog(cfg, self.store_host, self.checkpoint)
         self.commit_log.delivery_time_of = self._delivery_time_of
         self.commit_log.load()
+        shutil.rmtree(self._trash_dir, ignore_errors=True)  # queues dropped just before a crash
         self._load_consume_queues()
         self._create_index_service()
         # ConsumeQueues first, then the CommitLog, then align the queues to the log.
@@ -961,16 +962,16 @@ class MessageStore:
         The queues leave the tables on the loop, so no dispatch or read sees them again; their
         files are unmapped and removed on a thread, off the event loop.
         """
-        detached: list[tuple[str, list[ConsumeQueue]]] = []
+        detached: list[tuple[str | None, list[ConsumeQueue]]] = []
         for topic in topics:
             queues = self.consume_queue_table.pop(topic, None)
             if not queues:
                 continue
             for qid in queues:
                 self.commit_log.remove_queue_from_topic_queue_table(topic, qid)
-            detached.append((topic, list(queues.values())))
+            detached.append((self._move_aside(topic), list(queues.values())))
         if detached:
-            await asyncio.to_thread(self._destroy_consume_queues, detached)
+            await asyncio.to_thread(self._destroy_detached, detached)
         return sum(len(queues) for _, queues in detached)
 
     async def clean_expired_consume_queues(self) -> int:
@@ -979,49 +980,52 @@ class MessageStore:
         except SCHEDULE_TOPIC_XXXX's, whose offsets are the delay service's progress. A topic left
         without queues goes too. Returns how many queues."""
         min_phy = self.commit_log.get_min_offset()
-        detached: list[tuple[str, list[ConsumeQueue]]] = []
-        emptied: list[str] = []
+        detached: list[tuple[str | None, list[ConsumeQueue]]] = []
         for topic, queues in list(self.consume_queue_table.items()):
             if topic == RMQ_SYS_SCHEDULE_TOPIC:
                 continue
-            expired = [qid for qid, cq in queues.items() if 0 <= cq.max_physic_offset <= min_phy]
-            for qid in expired:
+            for qid in [qid for qid, cq in queues.items() if 0 <= cq.max_physic_offset <= min_phy]:
                 self.commit_log.remove_queue_from_topic_queue_table(topic, qid)
-            if expired:
-                detached.append((topic, [queues.pop(qid) for qid in expired]))
+                detached.append((self._move_aside(os.path.join(topic, str(qid))), [queues.pop(qid)]))
             if not queues:
                 self.consume_queue_table.pop(topic, None)
-                emptied.append(topic)
+                with contextlib.suppress(OSError):  # empty now; a queue made later makes it again
+                    os.rmdir(os.path.join(self.config.consume_queue_dir, topic))
         if detached:
-            await asyncio.to_thread(self._destroy_consume_queues, detached, emptied)
+            await asyncio.to_thread(self._destroy_detached, detached)
         count = sum(len(queues) for _, queues in detached)
         log.info("cleanExpiredConsumerQueue: %d queues below CommitLog offset %d dropped", count, min_phy)
         return count
 
-    async def clean_unused_topics(self, retain: Iterable[str], is_system_topic: Callable[[str], bool]) -> int:
-        """cleanUnusedTopic (CLEAN_UNUSED_TOPIC): drop the ConsumeQueues of every topic that is
-        neither in ``retain`` (the broker's topic config) nor a system topic. Returns how many."""
+    def unused_topics(self, retain: Iterable[str], is_system_topic: Callable[[str], bool]) -> list[str]:
+        """cleanUnusedTopic's choice: topics with ConsumeQueues that are neither in ``retain`` (the
+        broker's topic config) nor system topics."""
         keep = set(retain)
-        unused = [t for t in self.consume_queue_table if t not in keep and not is_system_topic(t)]
-        count = await self.delete_topics(unused)
-        log.warning("cleanUnusedTopic: %d queues of %d topics without a topic config dropped: %s", count,
-                    len(unused), ", ".join(sorted(unused)))
-        return count
+        return sorted(t for t in self.consume_queue_table if t not in keep and not is_system_topic(t))
 
-    def _destroy_consume_queues(self, detached: list[tuple[str, list[ConsumeQueue]]],
-                                emptied: list[str] | None = None) -> None:
-        for topic, queues in detached:
+    @property
+    def _trash_dir(self) -> str:
+        return self.config.consume_queue_dir + ".deleted"
+
+    def _move_aside(self, relative: str) -> str | None:
+        """Rename a dropped queue's (or topic's) directory out of the ConsumeQueue tree, on the loop
+        (two metadata calls), before its files are deleted on a thread: a message dispatched to the
+        same queue meanwhile starts new files at the old path, which the deletion never touches."""
+        target = os.path.join(self._trash_dir, f"{time.time_ns()}-{relative.replace(os.sep, '-')}")
+        os.makedirs(self._trash_dir, exist_ok=True)
+        try:
+            os.rename(os.path.join(self.config.consume_queue_dir, relative), target)
+        except FileNotFoundError:  # never written to disk
+            return None
+        return target
+
+    @staticmethod
+    def _destroy_detached(detached: list[tuple[str | None, list[ConsumeQueue]]]) -> None:
+        for moved, queues in detached:
             for cq in queues:
-                cq.destroy()
-            if emptied is None:  # whole topics (delete_topics)
-                shutil.rmtree(os.path.join(self.config.consume_queue_dir, topic), ignore_errors=True)
-            else:
-                for cq in queues:
-                    shutil.rmtree(os.path.join(self.config.consume_queue_dir, topic, str(cq.queue_id)),
-                                  ignore_errors=True)
-        for topic in emptied or ():
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(self.config.consume_queue_dir, topic))
+                cq.shutdown()  # unmap; the files themselves went aside with their directory
+            if moved is not None:
+                shutil.rmtree(moved, ignore_errors=True)
 
     def runtime_info(self) -> dict[str, str]:
         cl = self.commit_log

@@ -354,10 +354,44 @@ async def test_clean_unused_topics_keeps_configured_and_system_topics(tmp_path):
         await _settle(store)
         from orbitmq.common.validators import is_system_topic
 
-        assert await store.clean_unused_topics({"Kept"}, is_system_topic) == 1
+        assert store.unused_topics({"Kept"}, is_system_topic) == ["Gone"]
+        assert await store.delete_topics(store.unused_topics({"Kept"}, is_system_topic)) == 1
         assert store.get_consume_queue("Gone", 0) is None
         for topic in ("Kept", "rmq_sys_wheel_timer", "RMQ_SYS_TRANS_HALF_TOPIC"):
             assert store.get_consume_queue(topic, 0) is not None, topic
         assert not (Path(store.config.consume_queue_dir) / "Gone").exists()
+    finally:
+        await store.shutdown()
+
+
+async def test_a_queue_made_again_while_the_old_one_is_deleted_keeps_its_files(tmp_path):
+    """Dropped queues' files are deleted on a thread. A message dispatched to the same queue in the
+    meantime starts new files at the same path; the deletion must not touch them."""
+    import threading
+
+    store = MessageStore(_config(tmp_path))
+    await store.start()
+    try:
+        assert (await store.put_message(_msg_to("Again", 0, 1))).status is PutMessageStatus.PUT_OK
+        await _settle(store)
+        release = threading.Event()
+        destroy = store._destroy_detached
+
+        def held_destroy(detached):  # the deletion thread waits until the queue exists again
+            assert release.wait(10)
+            destroy(detached)
+
+        store._destroy_detached = held_destroy
+        dropping = asyncio.create_task(store.delete_topics(["Again"]))
+        await asyncio.sleep(0.05)  # the queue has left the tables; its deletion waits
+        assert store.get_consume_queue("Again", 0) is None
+        r = await store.put_message(_msg_to("Again", 0, 2))
+        assert r.status is PutMessageStatus.PUT_OK and r.append_message_result.logics_offset == 0
+        await _settle(store)
+        release.set()
+        assert await dropping == 1
+        got = store.get_message("g", "Again", 0, 0)
+        assert got.status is GetMessageStatus.FOUND and got.message_queue_offset == [0]
+        assert (Path(store.config.consume_queue_dir) / "Again" / "0").is_dir()
     finally:
         await store.shutdown()
