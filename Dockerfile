@@ -49,7 +49,7 @@ ENV PATH=/opt/orbitmq/bin:${PATH} \
 USER ${ORBITMQ_UID}:${ORBITMQ_UID}
 WORKDIR /home/orbitmq
 # NameServer, Controller Raft and Remoting, Broker remoting and HA, Proxy gRPC, Prometheus
-# /metrics (DESIGN.md's default ports).
-EXPOSE 9876 9877 9878 10911 10912 8081 5557
+# /metrics (RocketMQ's default ports: docs/architecture.md, "Ports").
+EXPOSE 9876 9877 9878 10911 10912 8080 8081 5557
 ENTRYPOINT ["orbitmq"]
 CMD ["--help"]

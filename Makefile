@@ -6,9 +6,9 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard proto/apache/rocketmq/v2/*.proto)
 PROTO_STAMP := sdk/proto/.generated
 
-.PHONY: setup run test proto lint bench bench-store clean node tools fuzz
+.PHONY: setup run test test-unit proto lint bench bench-store clean node tools fuzz clients java-clients go-clients apache
 
-SPEEDUPS := $(shell find sdk services -name '_speedups*.pyx' -o -name '_speedups*.pxi' 2>/dev/null)
+SPEEDUPS := $(shell find core sdk services -name '_speedups*.pyx' -o -name '_speedups*.pxi' 2>/dev/null)
 
 # The accelerators (setup.py) need a C compiler and Python's headers: installed when missing.
 $(STAMP): pyproject.toml setup.py $(SPEEDUPS)
@@ -26,7 +26,17 @@ $(PROTO_STAMP): $(PROTO_SRC) proto/generate.py $(STAMP)
 	$(BIN)/python proto/generate.py
 	touch $@
 
-setup: $(STAMP) $(PROTO_STAMP)
+# The package as one folder of links (scripts/link_tree.py) on the venv's path, so that static
+# tools (pyright, jedi) follow `orbitmq.remoting.X` to core/remoting; redone when a root's
+# top-level entries change (a folder's mtime) or setup.py's table does.
+LINK_TREE := $(VENV)/orbitmq-links
+LINK_STAMP := $(LINK_TREE)/.linked
+
+$(LINK_STAMP): setup.py scripts/link_tree.py $(PROTO_STAMP) core sdk services
+	$(BIN)/python scripts/link_tree.py $(LINK_TREE)
+	touch $@
+
+setup: $(STAMP) $(PROTO_STAMP) $(LINK_STAMP)
 
 # The official RocketMQ 5 Node.js client for the interop tests, pinned by its lockfile.
 NODE_DIR := tests/interop/node
@@ -37,6 +47,44 @@ $(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	touch $@
 
 node: $(NODE_STAMP)
+
+# The Java and Go clients of the interop tests (tests/interop/java/<suite>, tests/interop/go/<suite>),
+# each pinned by exact version (a pom.xml; a go.mod with its committed go.sum) and fetched into
+# ignored caches: Maven's repository in .cache/m2, Go's modules and build cache in .cache/go. A suite's classes
+# and classpath land in its target/, a Go suite's binary in .cache/go/bin/<suite>
+# (tests/support/jvm.py and golang.py read them). Maven and Go are installed when missing.
+CACHE := $(CURDIR)/.cache
+# Apache RocketMQ's own servers (tests/compat/apache/pom.xml, read by tests/support/apache.py): a
+# suite like the clients' (classpath in its target/), fetched with them; `make apache` fetches it alone.
+APACHE_POM := tests/compat/apache/pom.xml
+JAVA_SUITES := $(wildcard tests/interop/java/*/pom.xml) $(APACHE_POM)
+GO_SUITES := $(wildcard tests/interop/go/*/go.mod)
+MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CACHE)/m2
+GO_ENV := GOPATH=$(CACHE)/go GOMODCACHE=$(CACHE)/go/mod GOCACHE=$(CACHE)/go/build GOFLAGS=-mod=mod GOSUMDB=off GOTOOLCHAIN=local
+
+# Maven fetches (network) while Go compiles (CPU): the two run side by side.
+clients:
+	@$(MAKE) --no-print-directory -j2 java-clients go-clients
+
+java-clients:
+	@if [ -n "$(JAVA_SUITES)" ]; then \
+		command -v mvn >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven); \
+		for pom in $(JAVA_SUITES); do \
+			$(MVN) -f $$pom compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt || exit 1; \
+		done; \
+	fi
+
+apache:
+	@$(MAKE) --no-print-directory java-clients JAVA_SUITES=$(APACHE_POM)
+
+go-clients:
+	@if [ -n "$(GO_SUITES)" ]; then \
+		command -v go >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang); \
+		for mod in $(GO_SUITES); do \
+			dir=$$(dirname $$mod); \
+			(cd $$dir && $(GO_ENV) go build -o $(CACHE)/go/bin/$$(basename $$dir) .) || exit 1; \
+		done; \
+	fi
 
 proto: $(STAMP)
 	$(BIN)/python proto/generate.py
@@ -51,17 +99,33 @@ tools:
 	@command -v ip >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
 	@command -v openssl >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl)
 
-# Two passes: the tests that mostly wait (long polls, timers, subprocesses; the mqadmin CLI tests of
-# tests/admin run a process per command) on two workers, then
-# the timing-sensitive ones (crashes, partitions, k8s boots, Spark, and those marked `serial`) one
-# at a time. Every pass runs; the target fails if any did.
-PARALLEL_TESTS := tests/unit tests/fuzz tests/sdk tests/interop tests/admin
-test: setup node tools
+# Four passes: the tests that mostly wait (long polls, timers, subprocesses; the mqadmin CLI tests
+# of tests/admin run a process per command; the wheel build of test_packaging) on two workers;
+# (`--dist loadgroup`: an `xdist_group` module, one that starts Apache RocketMQ, stays on one worker);
+# those of them marked `serial` one at a time; the unit tests of the servers and the core (where
+# the compiled twins are), the SDK tests and one official client's send/receive again, on two
+# workers, with ORBITMQ_NO_SPEEDUPS=1: the pure-Python code an install without a C compiler runs
+# (orbitmq.common.speedups; not the Remoting client's tests: that client has no compiled twin, and
+# tests/unit/core checks its codecs in that mode); then the timing-sensitive rest (crashes,
+# partitions, k8s boots, Spark, integration, tests/compat's Apache RocketMQ JVMs beside OrbitMQ)
+# one at a time. Every pass runs; the target fails if any did.
+PARALLEL_TESTS := tests/unit tests/fuzz tests/sdk tests/interop tests/admin tests/integration/test_packaging.py
+NO_SPEEDUPS_TESTS := tests/unit/core tests/unit/services tests/unit/test_speedups.py tests/unit/test_fuzz_findings.py \
+	tests/sdk tests/interop/test_python_simple_consumer.py::test_receive_and_ack_round_trip
+test: setup node tools clients
 	@status=0; \
-	$(BIN)/python -m pytest -q -n 2 -m "not serial" $(PARALLEL_TESTS) || status=$$?; \
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not serial" $(PARALLEL_TESTS) || status=$$?; \
 	$(BIN)/python -m pytest -q -m serial $(PARALLEL_TESTS) || status=$$?; \
+	ORBITMQ_NO_SPEEDUPS=1 $(BIN)/python -m pytest -q -n 2 -m "not serial" $(NO_SPEEDUPS_TESTS) \
+		--ignore=tests/sdk/remoting_client || status=$$?; \
 	$(BIN)/python -m pytest -q $(addprefix --ignore=,$(PARALLEL_TESTS)) || status=$$?; \
 	exit $$status
+
+# The edit-test loop: tests/unit alone, on two workers. It needs the venv (`setup`) but not
+# `make node` or `make tools` (no Node.js, iproute2 or openssl), and runs no Spark, Java, interop,
+# integration or chaos test; `make test` runs the whole suite.
+test-unit: setup
+	$(BIN)/python -m pytest -q -n 2 tests/unit
 
 lint: setup
 	$(BIN)/ruff check .
@@ -90,4 +154,4 @@ bench-store: setup
 
 clean:
 	rm -rf $(VENV) sdk/proto build *.egg-info
-	find sdk services \( -name '_speedups*.c' -o -name '_speedups*.so' \) -delete
+	find core sdk services \( -name '_speedups*.c' -o -name '_speedups*.so' \) -delete

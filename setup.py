@@ -1,7 +1,9 @@
-"""Maps DESIGN.md's folders (sdk/, services/<name>/) into the single `orbitmq` namespace.
+"""Maps the source folders (core/<name>/, sdk/, services/<name>/; docs/architecture.md) into one `orbitmq` namespace.
 
 Every directory with an __init__.py below a root becomes a package, so new modules need no
-edit here. Nothing is installed under a top-level name other than `orbitmq`.
+edit here. Nothing is installed under a top-level name other than `orbitmq`. The editable
+install reaches these folders through an import hook that static tools do not run, so `make
+setup` also puts the same table on the venv's path as a tree of links (scripts/link_tree.py).
 
 Every ``_speedups*.pyx`` file becomes a compiled accelerator of the module beside it (the way
 aiokafka ships its record codec): the Python module imports it when it was built and keeps its
@@ -19,6 +21,10 @@ from setuptools.command.build_ext import build_ext
 
 ROOTS = {
     "orbitmq": "sdk",
+    "orbitmq.remoting": "core/remoting",
+    "orbitmq.common": "core/common",
+    "orbitmq.auth": "core/auth",
+    "orbitmq.client": "core/client",
     "orbitmq.namesrv": "services/namesrv",
     "orbitmq.broker": "services/broker",
     "orbitmq.controller": "services/controller",

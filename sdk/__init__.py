@@ -5,7 +5,7 @@ __version__ = "0.1.0"
 
 # gRPC's fork handlers kill a child forked while another thread is inside a gRPC call: with a
 # preexec_fn (PySpark's JVM launch, `orbitmq local --ha`'s children) fork() runs them and the
-# child dies of SIGABRT before exec (tests/unit/test_grpc_fork.py). OrbitMQ never uses a channel
+# child dies of SIGABRT before exec (tests/unit/sdk/test_grpc_fork.py). OrbitMQ never uses a channel
 # across fork, so it turns them off before anything imports grpc, unless the user chose a value.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 

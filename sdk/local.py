@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orbitmq.common.child_process import ServiceChild
+from orbitmq.common.config import parse_cli_overrides
+from orbitmq.common.log import setup_logging
 from orbitmq.common.runtime import freeze_startup_objects, stop_on_signals, watch_parent
-from orbitmq.config import parse_cli_overrides
-from orbitmq.log import setup_logging
 
 DEFAULT_DATA_DIR = "~/.orbitmq"
 BROKER_READY = "orbitmq local broker ready on port"
@@ -194,7 +194,7 @@ class LocalCluster:
     def _configs(self):
         from orbitmq.broker.config import BrokerConfig
         from orbitmq.broker.store.config import MessageStoreConfig
-        from orbitmq.config import load_configs
+        from orbitmq.common.config import load_configs
         from orbitmq.namesrv.config import NamesrvConfig
         from orbitmq.proxy.config import ProxyConfig
 
@@ -218,8 +218,10 @@ class LocalCluster:
             "namesrvAddr": self.namesrv_addr, "storePathRootDir": str(self.data_dir / "store"),
             "autoCreateTopicEnable": "true", "autoCreateSubscriptionGroup": "true", "flushDiskType": "ASYNC_FLUSH",
         }
+        # The proxy's Remoting port on an ephemeral port unless remotingListenPort is given: the
+        # broker's own port already serves Remoting clients here.
         proxy_values = {"namesrvAddr": self.namesrv_addr, "grpcServerPort": str(self.proxy_port),
-                        "autoCreateTopicEnable": "true"}
+                        "autoCreateTopicEnable": "true", "remotingListenPort": "0"}
         broker_values.update(self.metrics_values())
         proxy_values.update(self.metrics_values())
         broker_keys = set(BrokerConfig.config_keys()) | set(MessageStoreConfig.config_keys())

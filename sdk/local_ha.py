@@ -211,18 +211,19 @@ class HALocalCluster:
         return path
 
     def _proxy_config(self):
-        from orbitmq.config import load_configs
+        from orbitmq.common.config import load_configs
         from orbitmq.proxy.config import ProxyConfig
 
         values = {"namesrvAddr": self.namesrv_addr, "grpcServerPort": str(self.proxy_port),
-                  "autoCreateTopicEnable": "true", "rocketMQClusterName": CLUSTER}
+                  "autoCreateTopicEnable": "true", "rocketMQClusterName": CLUSTER,
+                  "remotingListenPort": "0"}  # the proxy's Remoting port: ephemeral unless given
         values.update({k: v for k, v in self.overrides.items() if k in ProxyConfig.config_keys()})
         values.update(self.metrics_values())
         (config,) = load_configs(None, values, ProxyConfig)
         return config
 
     async def start(self) -> None:
-        from orbitmq.config import load_configs
+        from orbitmq.common.config import load_configs
         from orbitmq.namesrv.config import NamesrvConfig
         from orbitmq.namesrv.controller import NamesrvController
         from orbitmq.proxy.server import ProxyServer
@@ -403,8 +404,8 @@ def _ports(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
 
 async def run_ha(args) -> int:
     """`orbitmq local --ha`: start, print, wait for Ctrl-C / SIGTERM, stop everything."""
+    from orbitmq.common.config import parse_cli_overrides
     from orbitmq.common.runtime import stop_on_signals
-    from orbitmq.config import parse_cli_overrides
     from orbitmq.local import client_example, with_default_metrics
 
     cluster = HALocalCluster(args.data_dir, args.host, args.namesrv_port, args.proxy_port,

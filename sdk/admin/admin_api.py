@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from orbitmq.client import MQBrokerError, MQClientAPI, MQClientError, SendResult
 from orbitmq.client.results import PullResult
+from orbitmq.common.config import parse_properties_text
 from orbitmq.common.constants import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
@@ -35,7 +36,6 @@ from orbitmq.common.route import BrokerData, ClusterInfo, TopicRouteData
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.common.validators import is_system_group, is_system_topic
-from orbitmq.config import parse_properties_text
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingError
@@ -530,9 +530,12 @@ class MQAdminExt:
         return await self.api.pull_message(addr, header)
 
     async def send(self, msg: Message, producer_group: str, broker_name: str | None = None,
-                   queue_id: int | None = None) -> SendResult:
-        """SEND_MESSAGE_V2 to a writable queue of the topic (or the one given), as a producer would."""
-        route = await self.topic_route(msg.topic)
+                   queue_id: int | None = None, route_topic: str | None = None) -> SendResult:
+        """SEND_MESSAGE_V2 to a writable queue of the topic (or the one given), as a producer would.
+
+        ``route_topic``: pick the broker from this topic's route instead (a retry topic the
+        brokers create on its first message, which has no route yet)."""
+        route = await self.topic_route(route_topic or msg.topic)
         masters = dict(self.route_masters(route))
         if broker_name is not None:
             if broker_name not in masters:

@@ -1,10 +1,13 @@
-"""How `orbitmq admin` prints: aligned tables for people, JSON for scripts."""
+"""How `orbitmq admin` prints: aligned tables for people, JSON for scripts, progress lines on
+stderr (stdout stays the command's output) and the files some commands write."""
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import json
+import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +32,24 @@ def format_timestamp(ms: int) -> str:
         return "-"
     moment = dt.datetime.fromtimestamp(ms / 1000)
     return moment.strftime("%Y-%m-%d %H:%M:%S,") + f"{ms % 1000:03d}"
+
+
+def config_lines(props: dict[str, str]) -> list[str]:
+    """getBrokerConfig's and getNamesrvConfig's "key  =  value" lines."""
+    return [f"{k:<50}=  {v}" for k, v in props.items()]
+
+
+def progress(text: str) -> None:
+    """One progress line for a long-running command (stderr: stdout is its output)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def write_file(path: str, data: bytes) -> str:
+    """A CLI-side file (the admin process, not a server loop), its directory made as needed."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as out:
+        out.write(data)
+    return path
 
 
 def to_json(value: Any) -> str:

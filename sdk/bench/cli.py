@@ -30,6 +30,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "transaction": ("orbitmq.bench.transaction", "transactional send + commit msgs/s vs normal sends/s"),
     "timer": ("orbitmq.bench.timer", "timer messages: msgs/s filed into the wheel, delivery lateness p99"),
     "sdk-producer": ("orbitmq.bench.sdk_producer", "SDK producer with automatic batching vs the official Python client"),
+    "remoting-producer": ("orbitmq.bench.remoting_producer",
+                          "Remoting producer straight to the broker vs the gRPC SDK through the proxy (single sends)"),
+    "remoting-drain": ("orbitmq.bench.remoting_drain",
+                       "Remoting push / lite pull consumers draining a backlog from the broker vs the gRPC SDK via the proxy"),
     "sdk-pull": ("orbitmq.bench.sdk_pull", "SDK PullConsumer draining a backlog (msgs/s)"),
     "spark-read": ("orbitmq.bench.spark_read", "Spark streaming read draining a backlog vs the SDK PullConsumer"),
 }

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
-from google.protobuf.duration_pb2 import Duration
 
 from orbitmq.bench.load import CHANNEL_OPTIONS, client_metadata
 from orbitmq.bench.stats import Stats, format_summary
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
+from orbitmq.proto.pool import Duration
 
 
 @dataclass

@@ -11,13 +11,13 @@ import time
 from dataclasses import dataclass
 
 import grpc
-from google.protobuf.duration_pb2 import Duration
 
 from orbitmq.bench.load import CHANNEL_OPTIONS, client_metadata
 from orbitmq.common.message_id import create_uniq_id
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
+from orbitmq.proto.pool import Duration
 
 OK = pb.Code.OK
 # Where the key of a message travels: a user property the checker reads back on delivery.

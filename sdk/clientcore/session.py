@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import grpc
-from google.protobuf.duration_pb2 import Duration
 
 from orbitmq.clientcore.config import ClientConfig
 from orbitmq.clientcore.errors import (
@@ -37,6 +36,7 @@ from orbitmq.clientcore.rpc import RpcClient
 from orbitmq.clientcore.signing import SDK_VERSION
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
+from orbitmq.proto.pool import Duration
 
 log = logging.getLogger("orbitmq.client")
 

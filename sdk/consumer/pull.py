@@ -1,8 +1,12 @@
 """PullConsumer: offset-addressed reads of chosen queues (Kafka's consumer model over RocketMQ).
 
-The application assigns queues (or subscribes to topics: every readable queue, new queues picked
-up as the route changes), seeks (offset, earliest, latest, timestamp), polls batches and commits
-offsets to the consumer group on the brokers, where ``orbitmq admin consumerProgress`` shows them.
+The application assigns queues, or subscribes to topics: the instances of a group that subscribe
+share the topic's queues, each reading its QueryAssignment share (the proxies divide the queues over
+the group's live PULL_CONSUMER clients connected to any of them, AllocateMessageQueueAveragely;
+services/proxy/pull_assignment.py), asked again every ASSIGNMENT_REFRESH_S; a queue that moves away
+is committed before it is let go, so its next owner starts where this one stopped. It seeks (offset, earliest,
+latest, timestamp), polls batches and commits offsets to the consumer group on the brokers, where
+``orbitmq admin consumerProgress`` shows them.
 Each queue has at most one PullMessage in flight, long-polled; results wait in a buffer until
 ``poll`` hands them out, so polling many queues does not wait for the slowest.
 """
@@ -27,7 +31,11 @@ from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 
 log = logging.getLogger("orbitmq.consumer.pull")
 
-ASSIGNMENT_REFRESH_S = 30.0
+# How often a subscription asks for its share again (upstream's 5.x PushConsumerImpl#scanAssignments
+# period): a join or a leave is applied within two scans, under one heartbeat period.
+ASSIGNMENT_REFRESH_S = 5.0
+# Re-asks in a row after releasing queues, before the next scan takes over.
+_RELEASE_ROUNDS = 3
 _RETRY_PAUSE_S = 0.5
 RESET_POLICIES = ("earliest", "latest", "none")
 
@@ -86,8 +94,12 @@ class AsyncPullConsumer(ClientSession):
         self._wakeup = asyncio.Event()
         # Queues whose last pull came back full: worth pulling several batches ahead.
         self._backlog: dict[MessageQueue, bool] = {}
-        self._refreshed_at = 0.0
         self._rr = 0
+        # One rebalance at a time (its second QueryAssignment tells the proxy the lost queues are
+        # released), and no commit racing the commit of a released queue.
+        self._rebalance_lock = asyncio.Lock()
+        self._commit_lock = asyncio.Lock()
+        self._scan_task: asyncio.Task | None = None
 
     def group(self) -> str | None:
         return self.consumer_group
@@ -96,9 +108,6 @@ class AsyncPullConsumer(ClientSession):
         s = self._base_settings()
         topics = {**{mq.topic: expr for mq, expr in self._assigned.items()}, **self._subscribed}
         return subscription_settings(s, self.consumer_group, self.config.namespace, topics)
-
-    async def heartbeat(self) -> None:
-        """The proxy keeps no state for pull consumers: offsets live with the group on the brokers."""
 
     # ---- queues and assignment ---------------------------------------------------------------
 
@@ -125,19 +134,26 @@ class AsyncPullConsumer(ClientSession):
         self.resend_settings()
 
     async def subscribe(self, topic: str, expression: str | FilterExpression = "*") -> None:
-        """Read every readable queue of ``topic``, including queues added later."""
+        """Read this instance's share of ``topic``'s queues, shared with the group's other subscribed
+        instances and following them (and new queues) as they come and go."""
         self.ensure_running()
         expr = expression if isinstance(expression, FilterExpression) else FilterExpression(expression)
-        for mq in await self.queues(topic):
-            self._assigned[mq] = expr
+        await self._query_assignment(topic)  # NotFoundError for an unknown topic, before anything changes
         self._subscribed[topic] = expr
-        self._refreshed_at = time.monotonic()
-        self.resend_settings()
+        await self._announce_settings()
+        await self._rebalance(topic)
+        if self._scan_task is None:
+            self._scan_task = self.spawn(self._scan_assignments())
 
     def unsubscribe(self, topic: str) -> None:
-        self._subscribed.pop(topic, None)
-        for mq in [q for q in self._assigned if q.topic == topic]:
-            self._drop(mq)
+        """Stop reading ``topic``; its positions are committed, then the proxy is told (Settings)."""
+        if self._subscribed.pop(topic, None) is None:
+            for mq in [q for q in self._assigned if q.topic == topic]:
+                self._drop(mq)
+            return
+        positions = self._stop([q for q in self._assigned if q.topic == topic])
+        if self.running:
+            self.spawn(self._commit_released(positions, resend=True))
 
     def assignment(self) -> list[MessageQueue]:
         return list(self._assigned)
@@ -156,20 +172,79 @@ class AsyncPullConsumer(ClientSession):
         self._buffer_next.pop(mq, None)
         self._errors.pop(mq, None)
 
-    async def _refresh_assignment(self) -> None:
-        if not self._subscribed or time.monotonic() - self._refreshed_at < ASSIGNMENT_REFRESH_S:
-            return
-        self._refreshed_at = time.monotonic()
-        for topic, expr in list(self._subscribed.items()):
-            try:
-                current = set(await self.queues(topic))
-            except ClientError as exc:
-                log.warning("route of %s not refreshed: %s", topic, exc)
-                continue
-            for mq in current:
-                self._assigned.setdefault(mq, expr)
-            for mq in [q for q in self._assigned if q.topic == topic and q not in current]:
-                self._drop(mq)
+    # ---- group coordination of subscriptions -------------------------------------------------
+
+    async def _announce_settings(self) -> None:
+        """Re-send Settings and wait (up to request_timeout) until every proxy answered: the proxy
+        counts a client in a topic's group only once its Settings name the topic."""
+        sessions = list(self._telemetry.values())
+        for session in sessions:
+            session.settled.clear()
+        self.resend_settings()
+        waits = [asyncio.ensure_future(session.settled.wait()) for session in sessions]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=self.config.request_timeout)
+            for w in pending:
+                w.cancel()
+
+    async def _query_assignment(self, topic: str) -> set[MessageQueue]:
+        ns = self.config.namespace
+        response = await self.rpc.unary("QueryAssignment", spb.QueryAssignmentRequest(
+            topic=pb.Resource(name=topic, resource_namespace=ns),
+            group=pb.Resource(name=self.consumer_group, resource_namespace=ns),
+            endpoints=self._base_settings().access_point))
+        check_status(response.status)
+        return {MessageQueue.of(a.message_queue) for a in response.assignments}
+
+    async def _rebalance(self, topic: str) -> None:
+        """Apply this instance's share of ``topic``: queues it lost are stopped and committed, then
+        the share is asked again (that request is what frees them for their next owner, see
+        services/proxy/pull_assignment.py); queues it gained start at the group's committed offset."""
+        async with self._rebalance_lock:
+            for _ in range(_RELEASE_ROUNDS):
+                expr = self._subscribed.get(topic)
+                if expr is None:
+                    return
+                share = await self._query_assignment(topic)
+                if topic not in self._subscribed:
+                    return
+                lost = [mq for mq in self._assigned if mq.topic == topic and mq not in share]
+                for mq in share:
+                    self._assigned[mq] = expr
+                if not lost:
+                    return
+                await self._commit_released(self._stop(lost))
+
+    def _stop(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+        """Stop reading ``queues`` at once (nothing more is polled from them): their positions."""
+        positions = {mq: self._positions[mq] for mq in queues if mq in self._positions}
+        for mq in list(queues):
+            self._drop(mq)
+        return positions
+
+    async def _commit_released(self, positions: Mapping[MessageQueue, int], resend: bool = False) -> None:
+        """Commit the positions of released queues (RebalanceImpl#removeUnnecessaryMessageQueue
+        persists a queue's offset before dropping it). A committed offset is never moved back: a
+        larger one was committed by the queue's next owner."""
+        async with self._commit_lock:
+            for mq, offset in positions.items():
+                try:
+                    committed = await self.committed(mq)
+                    if committed is None or offset > committed:
+                        await self._update_offset(mq, offset)
+                except ClientError as exc:
+                    log.warning("offset %d of released %s not committed: %s", offset, mq, exc)
+        if resend:
+            self.resend_settings()
+
+    async def _scan_assignments(self) -> None:
+        while True:
+            await asyncio.sleep(ASSIGNMENT_REFRESH_S)
+            for topic in list(self._subscribed):
+                try:
+                    await self._rebalance(topic)
+                except ClientError as exc:  # the share stays as it is until the next scan
+                    log.warning("assignment of %s not refreshed: %s", topic, exc)
 
     # ---- offsets -----------------------------------------------------------------------------
 
@@ -206,14 +281,23 @@ class AsyncPullConsumer(ClientSession):
         """Store offsets with the group (default: the current position of every assigned queue,
         i.e. everything polled so far counts as consumed)."""
         self.ensure_running()
-        todo = dict(self._positions) if offsets is None else dict(offsets)
-        for mq, offset in todo.items():
+        todo = None if offsets is None else dict(offsets)
+        for mq, offset in (todo or {}).items():
             if not isinstance(offset, int) or offset < 0:
                 raise ValueError(f"offset of {mq} must be an int >= 0, not {offset!r}")
-            response = await self.rpc.unary("UpdateOffset", spb.UpdateOffsetRequest(
-                group=pb.Resource(name=self.consumer_group, resource_namespace=self.config.namespace),
-                message_queue=mq.to_proto(), offset=offset))
-            check_status(response.status)
+            if mq.topic in self._subscribed and mq not in self._assigned:
+                raise BadRequestError(Code.BAD_REQUEST, f"{mq} moved to another instance of group "
+                                                        f"{self.consumer_group}: its offset is not this one's to commit")
+        async with self._commit_lock:
+            # the positions when the lock is held: a queue released meanwhile is committed already
+            for mq, offset in (dict(self._positions) if todo is None else todo).items():
+                await self._update_offset(mq, offset)
+
+    async def _update_offset(self, mq: MessageQueue, offset: int) -> None:
+        response = await self.rpc.unary("UpdateOffset", spb.UpdateOffsetRequest(
+            group=pb.Resource(name=self.consumer_group, resource_namespace=self.config.namespace),
+            message_queue=mq.to_proto(), offset=offset))
+        check_status(response.status)
 
     def _require_assigned(self, mq: MessageQueue) -> None:
         if mq not in self._assigned:
@@ -401,7 +485,6 @@ class AsyncPullConsumer(ClientSession):
             raise ValueError(f"max_messages must be an int >= 1, not {max_messages!r}")
         if not self._assigned and not self._subscribed:
             raise BadRequestError(Code.BAD_REQUEST, "nothing assigned: call assign() or subscribe() first")
-        await self._refresh_assignment()
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             out = self._drain(max_messages)
@@ -421,6 +504,15 @@ class AsyncPullConsumer(ClientSession):
                 pass
 
     async def shutdown(self) -> None:
+        """Leave the group gracefully: the subscribed queues' positions are committed before the
+        proxy hears of the termination, so their next owners read nothing twice."""
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            self._scan_task = None
+        if self.running and self._subscribed:
+            async with self._rebalance_lock:
+                positions = self._stop([mq for mq in self._assigned if mq.topic in self._subscribed])
+            await self._commit_released(positions)
         for mq in list(self._fetches):
             self._reset_fetch(mq)
         await super().shutdown()

@@ -61,6 +61,8 @@ class BrokerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys (authentic
     register_broker_timeout_mills: int = 24000
     register_name_server_period: int = 30000
     long_polling_enable: bool = True
+    # LITE_PULL_MESSAGE (DefaultLitePullConsumer) is served; false answers NO_PERMISSION, as upstream
+    lite_pull_message_enable: bool = True
     short_polling_time_mills: int = 1000
     # How often PullRequestHoldService re-checks parked pulls when long polling is on.
     pull_request_hold_check_interval_mills: int = 5000
@@ -104,8 +106,18 @@ class BrokerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys (authentic
     revive_queue_num: int = 8
     revive_interval: int = 1000
     pop_from_retry_probability: int = 20
+    # RIP-80 (PRIORITY topics): percent of priority-order pops served from the retry topic
+    # first (0: retries come last), and whether a higher queue id is a higher priority.
+    pop_from_retry_probability_for_priority: int = 0
+    priority_order_asc: bool = True
+    # A POP retry topic with as many queues as its topic, a revived message put in the queue it
+    # came from (so a priority keeps its rank among retries); off as upstream's default.
+    use_separate_retry_queue: bool = False
     max_pop_polling_size: int = 100_000
-    # -- controller mode (services/broker/ha/replicas_manager.py; reference §2.1) --
+    # A new POP group starts at a queue's first message only while it is still in memory
+    # (PopMessageProcessor#getInitOffset); otherwise at the last one.
+    init_pop_offset_by_check_msg_in_mem: bool = True
+    # -- controller mode (services/broker/ha/replicas_manager.py; upstream's BrokerConfig keys) --
     enable_controller_mode: bool = False
     # "a:p;b:p", or "domain:port" resolved to every address when fetchControllerAddrByDnsLookup.
     controller_addr: str = ""
@@ -124,7 +136,7 @@ class BrokerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys (authentic
     # OrbitMQ has no DLedger CommitLog: true refuses to start (and always with controller mode,
     # as upstream), rather than being accepted and ignored.
     enable_d_leger_commit_log: bool = field(default=False, metadata={"key": "enableDLegerCommitLog"})
-    # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
+    # -- metrics (orbitmq.common.metrics; BrokerConfig#metricsExporterType): PROM serves /metrics, /ready --
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = 5557

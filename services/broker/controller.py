@@ -12,6 +12,12 @@ Seams for other broker modules:
 - ``on_metadata_changed(topics=…, groups=…)`` persists the tables and re-registers with
   every NameServer at once.
 
+Processors and services reach the store, the metadata managers and the client registries as
+attributes (``broker.message_store``, ``broker.consumer_offset_manager``, ``broker.stats``…), as
+upstream's processors call ``brokerController.getMessageStore()``. The broker's own methods are
+the ones that combine its parts: puts and gets that count stats and metrics, key lookups,
+NameServer registration, role changes and runtime config.
+
 Replication: in controller mode (``enableControllerMode``) a ReplicasManager owns the role and
 the broker id (services/broker/ha/replicas_manager.py) over an AutoSwitchHAService; otherwise
 ``brokerRole`` decides, over a DefaultHAService. Either way a slave runs SlaveSynchronize, and
@@ -38,11 +44,12 @@ from orbitmq.broker.ha.slave_synchronize import SlaveSynchronize
 from orbitmq.broker.longpolling.pull_request_hold import PullRequestHoldService
 from orbitmq.broker.metrics import BrokerMetricsManager
 from orbitmq.broker.outer_api import BrokerOuterAPI, RegisterBrokerResult
+from orbitmq.broker.pop.offset_recovery import raise_pop_offsets
 from orbitmq.broker.processors import filtering
 from orbitmq.broker.processors.registry import Processor, ProcessorRegistry
 from orbitmq.broker.processors.send_queue import SendQueue
 from orbitmq.broker.stats import BrokerStatsManager
-from orbitmq.broker.store.config import SLAVE, MessageStoreConfig
+from orbitmq.broker.store.config import SLAVE, SYNC_MASTER, MessageStoreConfig
 from orbitmq.broker.store.metadata.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.store.metadata.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.store.metadata.topic_config_manager import TopicConfigManager
@@ -58,6 +65,12 @@ from orbitmq.remoting.server import RemotingServer, server_limits
 from orbitmq.remoting.tls import client_ssl_context
 
 log = logging.getLogger(__name__)
+
+# BrokerController#registerProcessor: the fast server (listenPort - 2, the "VIP channel" clients use
+# with vipChannelEnabled, MixAll#brokerVIPChannel) serves every request but these; they fall to its
+# default processor and are refused as not supported.
+FAST_SERVER_EXCLUDED = frozenset({RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE, RequestCode.PEEK_MESSAGE,
+                                  RequestCode.POP_MESSAGE, RequestCode.NOTIFICATION, RequestCode.POLLING_INFO})
 
 _APPEND_PUT_OK = AppendMessageStatus.PUT_OK
 _TAGS = MessageConst.TAGS
@@ -76,6 +89,28 @@ def _parse_born_host(born_host: str) -> tuple[str, int]:
         return (host.strip("[]") or "127.0.0.1", int(port))
     except ValueError:
         return ("127.0.0.1", 0)
+
+
+def sync_master_ack_warning(config: BrokerConfig, store_config: MessageStoreConfig) -> str | None:
+    """Why a SYNC_MASTER with the default ``inSyncReplicas=1`` is no safer than an ASYNC_MASTER.
+
+    ``inSyncReplicas`` counts the master, and CommitLog#handleHA answers at once when it is 1,
+    as upstream 5.x does without saying so. A controller-mode master is a SYNC_MASTER too, whose
+    allAckInSyncStateSet=true waits for the whole SyncStateSet instead.
+    """
+    if store_config.in_sync_replicas > 1:
+        return None
+    if config.enable_controller_mode:
+        if store_config.all_ack_in_sync_state_set:
+            return None
+        return (f"enableControllerMode=true with inSyncReplicas={store_config.in_sync_replicas} and "
+                "allAckInSyncStateSet=false: the master acknowledges a send before any slave has it; set "
+                "allAckInSyncStateSet=true or inSyncReplicas>=2 (docs/controller-ha.md)")
+    if store_config.broker_role != SYNC_MASTER:
+        return None
+    return (f"brokerRole=SYNC_MASTER with inSyncReplicas={store_config.in_sync_replicas} waits for no slave: a "
+            "send is acknowledged once the master has it, as with ASYNC_MASTER; set inSyncReplicas>=2 "
+            "(docs/controller-ha.md)")
 
 
 class BrokerController:
@@ -105,7 +140,7 @@ class BrokerController:
         self.send_queue = SendQueue(
             config.send_message_thread_pool_nums, config.send_thread_pool_queue_capacity,
             lambda: self.config.wait_time_mills_in_send_queue, config.broker_fast_failure_enable,
-            self._is_os_page_cache_busy, lambda: self.config.send_message_test_delay_mills)
+            worker_delay_ms=lambda: self.config.send_message_test_delay_mills)
         self.stats = BrokerStatsManager()
         # -- metrics (services/broker/metrics): None when metricsExporterType=DISABLE --
         self.metrics: BrokerMetricsManager | None = (
@@ -117,6 +152,10 @@ class BrokerController:
         self.remoting_server = RemotingServer(listen_host, config.listen_port,
                                               max_concurrent_requests=config.pull_thread_pool_queue_capacity,
                                               **server_limits(config))
+        # BrokerController#initializeRemotingServer's fast server on listenPort - 2: started by start()
+        # once listenPort is known. The NameServer learns only listenPort; clients derive this one.
+        self.fast_remoting_server: RemotingServer | None = None
+        self._guard: Any = None
         self.outer_api = BrokerOuterAPI(config.register_broker_timeout_mills)
         # -- replication (services/broker/ha) --
         self.ha_service: Any = None
@@ -177,7 +216,8 @@ class BrokerController:
                                            self.auth_store.get_user, self.auth_store.get_acl)
             if self.metrics is not None:
                 auth_guard.on_denied = self.metrics.on_auth_denied
-            self.remoting_server.set_guard(lambda processor: guard_processor(auth_guard, processor))
+            self._guard = lambda processor: guard_processor(auth_guard, processor)
+            self.remoting_server.set_guard(self._guard)
         self.remoting_server.on_connect(self._on_client_connect)
         ephemeral = self.config.listen_port == 0
         if ephemeral:
@@ -185,6 +225,7 @@ class BrokerController:
             # NameServer registration carry the port the OS picked. Nobody knows the port yet.
             await self.remoting_server.start()
             self.config.listen_port = self.remoting_server.port
+            await self._start_fast_server()
         store_host = (self.config.broker_ip1, self.config.listen_port)
         self.message_store = MessageStore(self.store_config, store_host=store_host)
         self.message_store.add_arrival_listener(self.pull_request_hold_service.arrival_listener)
@@ -197,6 +238,7 @@ class BrokerController:
         await self.send_queue.start()
         if not ephemeral:
             await self.remoting_server.start()
+            await self._start_fast_server()
         # --- POP (services/broker/pop): revive service, POP long polling, order info ---
         await self.pop_service.start()
         # Both started above (delay delivery unless SLAVE, POP revive always): a slave stops them.
@@ -241,6 +283,8 @@ class BrokerController:
         await self.transaction_check_service.shutdown()
         await self.send_queue.shutdown()
         await self.remoting_server.close()
+        if self.fast_remoting_server is not None:
+            await self.fast_remoting_server.close()
         for task in list(self._background):
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await task
@@ -267,6 +311,8 @@ class BrokerController:
             closers.insert(0, self.replicas_manager.shutdown)
         if self.ha_service is not None:
             closers.append(self.ha_service.shutdown)
+        if self.fast_remoting_server is not None:
+            closers.append(self.fast_remoting_server.close)
         for close in closers:
             with contextlib.suppress(Exception):
                 await close()
@@ -313,11 +359,38 @@ class BrokerController:
     def _timed(self, code: int, processor: Processor) -> Processor:
         return processor if self.metrics is None else self.metrics.timed(code, processor)
 
+    async def _start_fast_server(self) -> None:
+        """Listen on listenPort - 2 too, serving what the main server serves but the pulling requests.
+
+        Upstream refuses to start when that port is taken; OrbitMQ warns and runs without it (as
+        it does for a derived haListenPort), since only clients with vipChannelEnabled need it.
+        """
+        port = max(self.config.listen_port - 2, 0)
+        server = RemotingServer(self.listen_host, port,
+                                max_concurrent_requests=self.config.pull_thread_pool_queue_capacity,
+                                **server_limits(self.config))
+        for code, processor in self.processors.table.items():
+            if code not in FAST_SERVER_EXCLUDED:
+                server.register(code, self._timed(code, processor))
+        if self._guard is not None:
+            server.set_guard(self._guard)
+        server.on_connect(self._on_client_connect)
+        try:
+            await server.start()
+        except OSError as exc:
+            log.warning("fast remoting server (VIP channel) port %d (listenPort - 2) is not available (%s); "
+                        "clients with vipChannelEnabled cannot reach this broker", port, exc)
+            return
+        self.fast_remoting_server = server
+
     # ---- replication ----------------------------------------------------------------------
 
     def _check_replication_config(self) -> None:
         """Refuse combinations upstream refuses at start-up (BrokerStartup)."""
         cfg = self.config
+        warning = sync_master_ack_warning(cfg, self.store_config)
+        if warning:
+            log.warning(warning)
         if cfg.enable_d_leger_commit_log:
             if cfg.enable_controller_mode:
                 raise ValueError("The config enableControllerMode and enableDLegerCommitLog cannot both be true.")
@@ -361,7 +434,7 @@ class BrokerController:
             from orbitmq.broker.ha.classic_ha import DefaultHAService
 
             self.ha_service = DefaultHAService(store, self.config, self.store_config)
-        store.ha_service = self.ha_service
+        store.replication.attach_ha_service(self.ha_service)
         try:
             await self.ha_service.start()
         except OSError as exc:
@@ -394,12 +467,23 @@ class BrokerController:
 
     @property
     def fenced(self) -> bool:
+        """Read-only: only set_fenced changes it, together with the store's writeable flag."""
         return self._fenced
+
+    # update_state_version and start/stop_slave_synchronize are the ReplicaHost side of the
+    # ReplicasManager (services/broker/ha/replicas_manager.py): it sees the broker through that
+    # narrow Protocol (and its tests through a small fake) rather than through its services.
 
     def update_state_version(self, master_epoch: int) -> None:
         """The registration's DataVersion.stateVersion is the master epoch, so the NameServer
         keeps the newest master when two addresses claim brokerId 0 (upstream #6317)."""
         self.topic_config_manager.data_version.next_version(master_epoch)
+
+    def start_slave_synchronize(self, master_addr: str | None) -> None:
+        self.slave_synchronize.start(master_addr)
+
+    def stop_slave_synchronize(self) -> None:
+        self.slave_synchronize.stop()
 
     async def change_special_service_status(self, master: bool) -> None:
         """Delay-level delivery and POP revive write to the store: a master's job only."""
@@ -412,6 +496,8 @@ class BrokerController:
             self.schedule_message_service.start_delivery()
             self.timer_message_store.set_dequeue_active(True)
             revive.queues.clear()  # revive offsets may have moved on the old master: re-read them
+            # Before the first pop: the copied pop offsets are older than the replicated checkpoints.
+            await raise_pop_offsets(self.pop_service, self.slave_synchronize.offsets_copied_at_ms)
             await revive.start()
         else:
             await self.transaction_check_service.shutdown()
@@ -419,12 +505,6 @@ class BrokerController:
             await self.schedule_message_service.stop_delivery()
             self.timer_message_store.set_dequeue_active(False)
             await revive.shutdown()
-
-    def start_slave_synchronize(self, master_addr: str | None) -> None:
-        self.slave_synchronize.start(master_addr)
-
-    def stop_slave_synchronize(self) -> None:
-        self.slave_synchronize.stop()
 
     def _load_auth_metadata(self) -> None:
         """Blocking: read users/ACLs and create the config's Super users when missing."""
@@ -445,6 +525,8 @@ class BrokerController:
         self.processors.register(code, processor)
         if self._started:
             self.remoting_server.register(code, self._timed(int(code), self.processors.table[int(code)]))
+            if self.fast_remoting_server is not None and code not in FAST_SERVER_EXCLUDED:
+                self.fast_remoting_server.register(code, self._timed(int(code), self.processors.table[int(code)]))
 
     def on_metadata_changed(self, *, topics: bool = False, groups: bool = False) -> None:
         """Persist the changed tables and tell every NameServer now, not at the next period."""
@@ -510,14 +592,19 @@ class BrokerController:
             self._register_now.set()  # routes must show the new permission at once
         return {key: updates[key] for key in updates}
 
-    # ---- store access used by processors ----------------------------------------------------
+    # ---- messages in and out ----------------------------------------------------------------
+    # What several processors share beyond the store's own calls (see the module docstring):
+    # building inner messages, the puts and gets that count stats and metrics, guarded reads.
 
     @staticmethod
     def now_ms() -> int:
+        """The broker's clock: a method so that a processor's test can hand it a fake broker
+        with its own clock."""
         return now_ms()
 
     @staticmethod
     def remote_addr(channel: Any) -> str:
+        """The client's "host:port" for logs and bornHost ("unknown" when the channel has none)."""
         return str(getattr(channel, "remote_address", None) or "unknown")
 
     def new_inner_message(self, *, topic: str, queue_id: int, body: bytes, flag: int, properties: dict[str, str],
@@ -644,41 +731,24 @@ class BrokerController:
                 self.metrics.on_read(group, topic, result.message_count, result.buffer_total_size)
         return result
 
-    @staticmethod
-    def message_bodies(result: Any) -> bytes:
-        return b"".join(bytes(b) for b in result.message_buffer_list)
-
-    def max_offset(self, topic: str, queue_id: int) -> int:
-        return int(self.message_store.get_max_offset_in_queue(topic, queue_id))
-
-    def min_offset(self, topic: str, queue_id: int) -> int:
-        return int(self.message_store.get_min_offset_in_queue(topic, queue_id))
-
-    async def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        return int(self.message_store.get_offset_in_queue_by_time(topic, queue_id, timestamp))
-
-    async def earliest_message_time(self, topic: str, queue_id: int) -> int:
-        return int(self.message_store.get_earliest_message_time(topic, queue_id))
-
-    async def message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        """Store time of the message at a queue offset; 0 when it is gone."""
+    def message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time of the message at a queue offset (DefaultMessageStore#getMessageStoreTimeStamp,
+        -1 when it is gone), 0 when reading it fails: the stats requests (GET_TOPIC_STATS_INFO,
+        GET_CONSUME_STATS, GET_BROKER_CONSUME_STATS) and the lag metrics read it for every queue,
+        and one queue unmapped by retention meanwhile must not fail them."""
         try:
-            return int((
-                self.message_store.get_message_store_timestamp(topic, queue_id, queue_offset)) or 0)
+            return int(self.message_store.get_message_store_timestamp(topic, queue_id, queue_offset) or 0)
         except Exception:
             log.debug("no store timestamp for %s@%d:%d", topic, queue_id, queue_offset, exc_info=True)
             return 0
-
-    async def raw_message_by_offset(self, commit_log_offset: int) -> bytes | None:
-        """The raw CommitLog record at a physical offset (VIEW_MESSAGE_BY_ID's body)."""
-        record = (self.message_store.select_one_message_by_offset(commit_log_offset))
-        return bytes(record) if record else None
 
     async def query_message(self, topic: str, key: str, max_num: int, begin: int,
                             end: int) -> tuple[list[bytes], int, int]:
         """Records whose KEYS or UNIQ_KEY equal ``key``, newest first, from the index.
 
         The index matches key hashes, so each candidate record is checked for the real key.
+        On the broker because QUERY_MESSAGE, RECALL_MESSAGE and RESUME_CHECK_HALF_MESSAGE all
+        look messages up by key (``DefaultMessageStore#queryMessage`` plus the key check).
         """
         index = self.message_store.index_service
         if index is None:
@@ -698,21 +768,15 @@ class BrokerController:
         return records, int(found.index_last_update_timestamp), int(found.index_last_update_phyoffset)
 
     async def delete_topics(self, topics: set[str]) -> None:
+        """Drop the topics' queues and their per-topic stats together (DELETE_TOPIC_IN_BROKER,
+        cleanUnusedTopic), so a topic created again starts its counts at zero."""
         await self.message_store.delete_topics(topics)
         self.stats.forget_topics(topics)
 
-    def store_runtime_info(self) -> dict[str, Any]:
-        return self.message_store.runtime_info()
-
-    def record_pulled(self, group: str, count: int, topic: str | None = None) -> None:
-        """Messages handed out to a consumer (pull, POP): consumeTps and msgGetTotal* stats."""
-        self.stats.on_handed_out(group, topic, count)
-
-    def consume_tps(self, group: str) -> float:
-        return round(self.stats.group_get_tps(group), 2)
-
     def notify_reset_offset(self, group: str, fields: dict[str, str], body: bytes) -> None:
-        """RESET_CONSUMER_CLIENT_OFFSET (oneway) to every online consumer of the group."""
+        """RESET_CONSUMER_CLIENT_OFFSET (oneway) to every online consumer of the group
+        (Broker2Client#resetOffset); the oneways are the broker's background tasks, awaited at
+        shutdown like NOTIFY_CONSUMER_IDS_CHANGED's."""
         info = self.consumer_manager.get_consumer_group_info(group)
         if info is None:
             return
@@ -724,9 +788,6 @@ class BrokerController:
         if self.message_store is None:
             return 0
         return int(self.message_store.get_max_offset_in_queue(topic, queue_id))
-
-    def _is_os_page_cache_busy(self) -> bool:
-        return self.message_store.is_os_page_cache_busy()
 
     # ---- clients ----------------------------------------------------------------------------
 

@@ -18,10 +18,10 @@ from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.controller import BrokerController
 from orbitmq.broker.ha.broker_identity import BrokerIdentityError
 from orbitmq.broker.store.config import MessageStoreConfig
+from orbitmq.common.config import load_configs, parse_cli_overrides
+from orbitmq.common.log import setup_logging
 from orbitmq.common.runtime import freeze_startup_objects
-from orbitmq.config import load_configs, parse_cli_overrides
-from orbitmq.log import setup_logging
-from orbitmq.startup import announce, stop_event_on_signals
+from orbitmq.common.startup import announce, stop_event_on_signals
 
 log = logging.getLogger("orbitmq.broker")
 

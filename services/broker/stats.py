@@ -203,10 +203,12 @@ class BrokerStatsManager:
         return " ".join(f"{self.tps(name, s, now):.2f}" for s in TPS_WINDOWS_SECONDS)
 
     def group_get_tps(self, group: str) -> float:
+        """ConsumeStats.consumeTps of ``group`` (BrokerStatsManager#tpsGroupGetNums), rounded to
+        two decimals as GET_CONSUME_STATS answers it."""
         entry = self.groups.get(group)
         if entry is None:
             return 0.0
-        return window_tps(entry.history, entry.get_nums, _now_ms(), CONSUME_TPS_WINDOW_SECONDS)
+        return round(window_tps(entry.history, entry.get_nums, _now_ms(), CONSUME_TPS_WINDOW_SECONDS), 2)
 
     def runtime_info(self) -> dict[str, str]:
         """The statistics keys of GET_BROKER_RUNTIME_INFO, as upstream names them."""
@@ -218,6 +220,9 @@ class BrokerStatsManager:
             "getFoundTps": self.tps_string("get_found", now),
             "getMissTps": self.tps_string("get_miss", now),
             "getTotalTps": total_tps,
+            # 5.x's StoreStatsService#getRuntimeInfo spelling (clusterList's #OutTPS reads it),
+            # and 4.x's, which older tools read.
+            "getTransferredTps": self.tps_string("get_transferred", now),
             "getTransferedTps": self.tps_string("get_transferred", now),
             "msgPutTotalYesterdayMorning": str(self.msg_put_total_yesterday_morning),
             "msgPutTotalTodayMorning": str(self.msg_put_total_today_morning),

@@ -66,7 +66,7 @@ class ControllerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys; Remot
     # NettyServerConfig keys
     listen_port: int = DEFAULT_LISTEN_PORT
     bind_address: str = "0.0.0.0"
-    # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
+    # -- metrics (orbitmq.common.metrics; ControllerConfig's metrics keys): PROM serves /metrics and /ready --
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = 5557

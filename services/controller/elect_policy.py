@@ -1,4 +1,4 @@
-"""DefaultElectPolicy: which replica of a broker set becomes master (reference §1.8).
+"""DefaultElectPolicy: which replica of a broker set becomes master (DefaultElectPolicy#elect/#tryElect).
 
 Candidates are the SyncStateSet, then (only with enableElectUncleanMaster) every registered
 replica. Among them only live ones count; a live old master is kept unless another id is

@@ -1,4 +1,4 @@
-"""Controller request/response headers (reference §1.3), with RocketMQ's extFields names.
+"""Controller request/response headers (upstream's ``protocol/header/controller``), with its extFields names.
 
 Required fields are the ones upstream marks @CFNotNull; ``invokeTime`` is informational and
 optional here so a hand-written request (tests, scripts) does not need it.

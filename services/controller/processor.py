@@ -1,4 +1,4 @@
-"""ControllerRequestProcessor: the controller's Remoting handlers (reference §1.2-1.5).
+"""ControllerRequestProcessor: the controller's Remoting handlers (RocketMQ's ControllerRequestProcessor).
 
 Any node answers GET_METADATA_INFO (1005), BROKER_HEARTBEAT (904, recorded locally), and the
 config commands 1009/1010. Every other code is served by the ready Raft leader only; other
@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.common import fastjson
-from orbitmq.config import parse_properties_text
+from orbitmq.common.config import parse_properties_text
 from orbitmq.controller.config import ControllerConfig
 from orbitmq.controller.headers import (
     AlterSyncStateSetRequestHeader,

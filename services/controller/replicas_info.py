@@ -1,4 +1,4 @@
-"""ReplicasInfoManager: the controller's replicated state, as a pure state machine (reference §1.6-1.12).
+"""ReplicasInfoManager: the controller's replicated state, as a pure state machine (upstream's class of the name).
 
 Per broker set (keyed by brokerName) a BrokerReplicaInfo (registered ids and addresses) and a
 SyncStateInfo (master, epochs, SyncStateSet). Requests are first *checked* against the state:
@@ -262,7 +262,7 @@ class ReplicasInfoManager:
 
     def check_alter_sync_state_set(self, broker_name: str, master_broker_id: int, master_epoch: int,
                                    new_set: set[int], new_set_epoch: int, is_alive: IsAliveFn) -> CheckResult:
-        """§1.9, in upstream's order."""
+        """#alterSyncStateSet's checks, in upstream's order."""
         found = self._set(broker_name)
         if found is None:
             return CheckResult(ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED, "Broker metadata is not existed")
@@ -303,7 +303,7 @@ class ReplicasInfoManager:
     def check_elect_master(self, broker_name: str, broker_id: int | None, designate_elect: bool,
                            is_alive: IsAliveFn, live_info: LiveInfoLookup,
                            enable_elect_unclean_master: bool) -> CheckResult:
-        """§1.8. ``broker_id`` None or -1 means the controller itself asks (inactive master)."""
+        """#electMaster. ``broker_id`` None or -1 means the controller itself asks (inactive master)."""
         found = self._set(broker_name)
         if found is None:
             return CheckResult(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
@@ -354,7 +354,7 @@ class ReplicasInfoManager:
 
     def check_apply_broker_id(self, cluster_name: str, broker_name: str, applied_broker_id: int,
                               register_check_code: str) -> CheckResult:
-        """§1.7 step 3: the first id of a new set is 1; later ones must be unused, or ours already."""
+        """#applyBrokerId: the first id of a new set is 1; later ones must be unused, or ours already."""
         header = {"clusterName": cluster_name, "brokerName": broker_name}
         address = register_check_code.split(";", 1)[0]
         event = ApplyBrokerIdEvent(cluster_name, broker_name, address, applied_broker_id, register_check_code)
@@ -376,7 +376,7 @@ class ReplicasInfoManager:
 
     def check_register_broker(self, cluster_name: str, broker_name: str, broker_id: int, broker_address: str,
                               is_alive: IsAliveFn) -> CheckResult:
-        """§1.7 step 5: the set and id must exist; master info only if that master is alive."""
+        """#registerBroker: the set and id must exist; master info only if that master is alive."""
         found = self._set(broker_name)
         if found is None:
             return CheckResult(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,

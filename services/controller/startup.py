@@ -14,10 +14,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from orbitmq.common.log import setup_logging
+from orbitmq.common.startup import announce, load_server_configs, server_parser, stop_event_on_signals
 from orbitmq.controller.config import ControllerConfig, ControllerConfigError
 from orbitmq.controller.manager import ControllerManager
-from orbitmq.log import setup_logging
-from orbitmq.startup import announce, load_server_configs, server_parser, stop_event_on_signals
 
 log = logging.getLogger("orbitmq.controller")
 

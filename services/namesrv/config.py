@@ -49,7 +49,8 @@ class NamesrvConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys: orbitmq.
     # NettyServerConfig keys
     listen_port: int = DEFAULT_LISTEN_PORT
     bind_address: str = "0.0.0.0"
-    # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
+    # -- metrics (orbitmq.common.metrics; BrokerConfig's key names: upstream's NameServer has no metrics) --
+    # PROM serves /metrics and /ready.
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = 5557

@@ -15,6 +15,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from orbitmq.common.config import parse_properties_text
 from orbitmq.common.route import (
     VERSION_V3_0_11,
     BrokerData,
@@ -25,7 +26,6 @@ from orbitmq.common.route import (
     TopicRouteData,
     dump_json,
 )
-from orbitmq.config import parse_properties_text
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingCommandError

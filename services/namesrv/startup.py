@@ -14,13 +14,13 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from orbitmq.common.log import setup_logging
 from orbitmq.common.runtime import freeze_startup_objects
+from orbitmq.common.startup import announce, load_server_configs, server_parser, stop_event_on_signals
 from orbitmq.controller.config import ControllerConfigError, NamesrvControllerConfig
 from orbitmq.controller.manager import ControllerManager
-from orbitmq.log import setup_logging
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.controller import NamesrvController
-from orbitmq.startup import announce, load_server_configs, server_parser, stop_event_on_signals
 
 log = logging.getLogger("orbitmq.namesrv")
 

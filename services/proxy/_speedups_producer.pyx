@@ -11,6 +11,12 @@ Only the common shape is written here: no user properties, no delivery timestamp
 transaction, printable ASCII tag/keys/group/message id/born host, a valid born timestamp.
 Anything else (every refusal included) goes to the Python function for that message, so the
 values, the errors and their order are the Python code's.
+
+The field numbers and types this reader and the response writer rely on are WIRE_FIELDS, checked
+against the generated descriptors when the module is imported: a mismatch raises
+WireFieldsMismatch, which orbitmq.common.speedups.load passes on, so importing converter.py or
+producer.py fails (the proxy does not start) rather than misreading messages or silently running
+the slow path. The Python code reads through protobuf and needs no such table.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -19,6 +25,9 @@ from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdio cimport snprintf
 from libc.string cimport memcmp, memcpy
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb
+from google.protobuf.descriptor import FieldDescriptor as _FieldDescriptor
 
 from orbitmq.common.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as _pb
@@ -62,6 +71,113 @@ cdef unsigned char KEY_SEPARATOR = KEY_SEPARATOR_[0]
 
 
 # ---- protobuf wire format -------------------------------------------------------------------
+
+cdef enum:
+    # Wire types (protobuf's encoding guide).
+    WT_VARINT = 0
+    WT_FIXED64 = 1
+    WT_LEN = 2
+    WT_FIXED32 = 5
+    # Field numbers (service.proto, definition.proto, google/protobuf/timestamp.proto).
+    REQUEST_MESSAGES = 1            # SendMessageRequest.messages
+    MESSAGE_TOPIC = 1               # Message
+    MESSAGE_USER_PROPERTIES = 2
+    MESSAGE_SYSTEM_PROPERTIES = 3
+    MESSAGE_BODY = 4
+    RESOURCE_NAMESPACE = 1          # Resource
+    RESOURCE_NAME = 2
+    SYS_TAG = 1                     # SystemProperties
+    SYS_KEYS = 2
+    SYS_MESSAGE_ID = 3
+    SYS_MESSAGE_TYPE = 6
+    SYS_BORN_TIMESTAMP = 7
+    SYS_BORN_HOST = 8
+    SYS_DELIVERY_TIMESTAMP = 11
+    SYS_DELIVERY_ATTEMPT = 16
+    SYS_MESSAGE_GROUP = 17
+    SYS_TRACE_CONTEXT = 18
+    SYS_PRIORITY = 22               # RIP-80: a priority message, left to the Python path
+    TIMESTAMP_SECONDS = 1           # google.protobuf.Timestamp
+    TIMESTAMP_NANOS = 2
+    RESPONSE_STATUS = 1             # SendMessageResponse
+    RESPONSE_ENTRIES = 2
+    ENTRY_STATUS = 1                # SendResultEntry
+    ENTRY_MESSAGE_ID = 2
+    ENTRY_OFFSET = 4
+    # The tag bytes ok_response writes: field number << 3 | wire type, each below 16 (one byte).
+    RESPONSE_STATUS_TAG = RESPONSE_STATUS << 3 | WT_LEN
+    RESPONSE_ENTRIES_TAG = RESPONSE_ENTRIES << 3 | WT_LEN
+    ENTRY_STATUS_TAG = ENTRY_STATUS << 3 | WT_LEN
+    ENTRY_MESSAGE_ID_TAG = ENTRY_MESSAGE_ID << 3 | WT_LEN
+    ENTRY_OFFSET_TAG = ENTRY_OFFSET << 3 | WT_VARINT
+
+_DEFINITION = _pb.DESCRIPTOR
+_SERVICE = _spb.DESCRIPTOR
+_TIMESTAMP = _timestamp_pb.DESCRIPTOR
+# (file, message, field, number, type): every field read or written above, with the type it is
+# read as ("repeated " when it may occur more than once; a message field names its message).
+WIRE_FIELDS = (
+    (_SERVICE, "SendMessageRequest", "messages", REQUEST_MESSAGES, "repeated apache.rocketmq.v2.Message"),
+    (_DEFINITION, "Message", "topic", MESSAGE_TOPIC, "apache.rocketmq.v2.Resource"),
+    (_DEFINITION, "Message", "user_properties", MESSAGE_USER_PROPERTIES,
+     "repeated apache.rocketmq.v2.Message.UserPropertiesEntry"),
+    (_DEFINITION, "Message", "system_properties", MESSAGE_SYSTEM_PROPERTIES, "apache.rocketmq.v2.SystemProperties"),
+    (_DEFINITION, "Message", "body", MESSAGE_BODY, "bytes"),
+    (_DEFINITION, "Resource", "resource_namespace", RESOURCE_NAMESPACE, "string"),
+    (_DEFINITION, "Resource", "name", RESOURCE_NAME, "string"),
+    (_DEFINITION, "SystemProperties", "tag", SYS_TAG, "string"),
+    (_DEFINITION, "SystemProperties", "keys", SYS_KEYS, "repeated string"),
+    (_DEFINITION, "SystemProperties", "message_id", SYS_MESSAGE_ID, "string"),
+    (_DEFINITION, "SystemProperties", "message_type", SYS_MESSAGE_TYPE, "enum"),
+    (_DEFINITION, "SystemProperties", "born_timestamp", SYS_BORN_TIMESTAMP, "google.protobuf.Timestamp"),
+    (_DEFINITION, "SystemProperties", "born_host", SYS_BORN_HOST, "string"),
+    (_DEFINITION, "SystemProperties", "delivery_timestamp", SYS_DELIVERY_TIMESTAMP, "google.protobuf.Timestamp"),
+    (_DEFINITION, "SystemProperties", "delivery_attempt", SYS_DELIVERY_ATTEMPT, "int32"),
+    (_DEFINITION, "SystemProperties", "message_group", SYS_MESSAGE_GROUP, "string"),
+    (_DEFINITION, "SystemProperties", "trace_context", SYS_TRACE_CONTEXT, "string"),
+    (_DEFINITION, "SystemProperties", "priority", SYS_PRIORITY, "int32"),
+    (_TIMESTAMP, "Timestamp", "seconds", TIMESTAMP_SECONDS, "int64"),
+    (_TIMESTAMP, "Timestamp", "nanos", TIMESTAMP_NANOS, "int32"),
+    (_SERVICE, "SendMessageResponse", "status", RESPONSE_STATUS, "apache.rocketmq.v2.Status"),
+    (_SERVICE, "SendMessageResponse", "entries", RESPONSE_ENTRIES, "repeated apache.rocketmq.v2.SendResultEntry"),
+    (_SERVICE, "SendResultEntry", "status", ENTRY_STATUS, "apache.rocketmq.v2.Status"),
+    (_SERVICE, "SendResultEntry", "message_id", ENTRY_MESSAGE_ID, "string"),
+    (_SERVICE, "SendResultEntry", "offset", ENTRY_OFFSET, "int64"),
+)
+_TYPE_NAMES = {getattr(_FieldDescriptor, name): name[5:].lower()
+               for name in dir(_FieldDescriptor) if name.startswith("TYPE_")}
+
+
+class WireFieldsMismatch(RuntimeError):
+    """The generated descriptors disagree with the field numbers or types this reader was written for."""
+
+
+def _described_as(field) -> str:
+    """A descriptor field in WIRE_FIELDS' notation."""
+    kind = field.message_type.full_name if field.type == _FieldDescriptor.TYPE_MESSAGE else _TYPE_NAMES[field.type]
+    repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == _FieldDescriptor.LABEL_REPEATED
+    return f"repeated {kind}" if repeated else kind
+
+
+def check_wire_fields(table=WIRE_FIELDS) -> None:
+    """Raises WireFieldsMismatch naming every row of ``table`` the descriptors contradict."""
+    wrong = []
+    for file, message_name, field_name, number, kind in table:
+        message = file.message_types_by_name.get(message_name)
+        field = message.fields_by_name.get(field_name) if message is not None else None
+        if field is None:
+            wrong.append(f"{file.package}.{message_name}.{field_name}: not in {file.name}")
+        elif field.number != number or _described_as(field) != kind:
+            wrong.append(f"{field.full_name}: read as field {number} ({kind}), "
+                         f"{file.name} has {field.number} ({_described_as(field)})")
+    if wrong:
+        raise WireFieldsMismatch(
+            "services/proxy/_speedups_producer.pyx does not match the generated protobuf code: "
+            + "; ".join(wrong) + ". Fix its field table and rebuild it (setup.py build_ext), "
+            "or run with ORBITMQ_NO_SPEEDUPS=1 meanwhile.")
+
+
+check_wire_fields()
 
 cdef struct Span:
     Py_ssize_t start
@@ -123,16 +239,16 @@ cdef inline bint read_span(const unsigned char* buf, Py_ssize_t* pos, Py_ssize_t
 cdef inline bint skip_field(const unsigned char* buf, Py_ssize_t* pos, Py_ssize_t end, int wire_type) noexcept nogil:
     cdef uint64_t ignored
     cdef Span span
-    if wire_type == 0:
+    if wire_type == WT_VARINT:
         return read_varint(buf, pos, end, &ignored)
-    if wire_type == 1:
+    if wire_type == WT_FIXED64:
         if end - pos[0] < 8:
             return False
         pos[0] += 8
         return True
-    if wire_type == 2:
+    if wire_type == WT_LEN:
         return read_span(buf, pos, end, &span)
-    if wire_type == 5:
+    if wire_type == WT_FIXED32:
         if end - pos[0] < 4:
             return False
         pos[0] += 4
@@ -204,14 +320,14 @@ cdef bint parse_timestamp(const unsigned char* buf, Span span, int64_t* seconds,
     while pos < end:
         if not read_tag(buf, &pos, end, &field, &wire_type):
             return False
-        if (field == 1 or field == 2) and wire_type == 0:
+        if (field == TIMESTAMP_SECONDS or field == TIMESTAMP_NANOS) and wire_type == WT_VARINT:
             if not read_varint(buf, &pos, end, &value):
                 return False
-            if field == 1:
+            if field == TIMESTAMP_SECONDS:
                 seconds[0] = <int64_t>value
             else:
                 nanos[0] = <int32_t>value
-        elif field == 1 or field == 2 or not skip_field(buf, &pos, end, wire_type):
+        elif field == TIMESTAMP_SECONDS or field == TIMESTAMP_NANOS or not skip_field(buf, &pos, end, wire_type):
             return False
     return True
 
@@ -224,8 +340,8 @@ cdef bint parse_resource(const unsigned char* buf, Span span, Parsed* p) noexcep
     while pos < end:
         if not read_tag(buf, &pos, end, &field, &wire_type):
             return False
-        if field == 1 or field == 2:
-            if wire_type != 2 or not read_span(buf, &pos, end, &p.ns if field == 1 else &p.name):
+        if field == RESOURCE_NAMESPACE or field == RESOURCE_NAME:
+            if wire_type != WT_LEN or not read_span(buf, &pos, end, &p.ns if field == RESOURCE_NAMESPACE else &p.name):
                 return False
         elif not skip_field(buf, &pos, end, wire_type):
             return False
@@ -241,23 +357,24 @@ cdef bint parse_system_properties(const unsigned char* buf, Span span, Parsed* p
     while pos < end:
         if not read_tag(buf, &pos, end, &field, &wire_type):
             return False
-        if field == 1 or field == 3 or field == 8 or field == 17 or field == 18:
-            if wire_type != 2:
+        if (field == SYS_TAG or field == SYS_MESSAGE_ID or field == SYS_BORN_HOST or field == SYS_MESSAGE_GROUP
+                or field == SYS_TRACE_CONTEXT):
+            if wire_type != WT_LEN:
                 return False
-            if field == 1:
+            if field == SYS_TAG:
                 ok = read_span(buf, &pos, end, &p.tag)
-            elif field == 3:
+            elif field == SYS_MESSAGE_ID:
                 ok = read_span(buf, &pos, end, &p.message_id)
-            elif field == 8:
+            elif field == SYS_BORN_HOST:
                 ok = read_span(buf, &pos, end, &p.born_host)
-            elif field == 17:
+            elif field == SYS_MESSAGE_GROUP:
                 ok = read_span(buf, &pos, end, &p.group)
             else:
                 ok = read_span(buf, &pos, end, &p.trace)
             if not ok:
                 return False
-        elif field == 2:  # keys
-            if wire_type != 2 or not read_span(buf, &pos, end, &sub):
+        elif field == SYS_KEYS:
+            if wire_type != WT_LEN or not read_span(buf, &pos, end, &sub):
                 return False
             if p.keys_count < MAX_KEYS:
                 p.keys[p.keys_count] = sub
@@ -267,22 +384,24 @@ cdef bint parse_system_properties(const unsigned char* buf, Span span, Parsed* p
             p.keys_size += sub.size
             if sub.size and not is_plain(buf, sub):
                 p.keys_plain = False
-        elif field == 6 or field == 16:
-            if wire_type != 0 or not read_varint(buf, &pos, end, &value):
+        elif field == SYS_MESSAGE_TYPE or field == SYS_DELIVERY_ATTEMPT:
+            if wire_type != WT_VARINT or not read_varint(buf, &pos, end, &value):
                 return False
-            if field == 6:
+            if field == SYS_MESSAGE_TYPE:
                 p.message_type = <int32_t>value
             else:
                 p.attempt = <int32_t>value
-        elif field == 7 or field == 11:
-            if wire_type != 2 or not read_span(buf, &pos, end, &sub):
+        elif field == SYS_BORN_TIMESTAMP or field == SYS_DELIVERY_TIMESTAMP:
+            if wire_type != WT_LEN or not read_span(buf, &pos, end, &sub):
                 return False
-            if field == 11:
+            if field == SYS_DELIVERY_TIMESTAMP:
                 p.has_delivery = True
             else:
                 p.has_born = True
                 if not parse_timestamp(buf, sub, &p.born_seconds, &p.born_nanos):
                     return False
+        elif field == SYS_PRIORITY:
+            return False  # the priority property and its checks are written by converter.py
         elif not skip_field(buf, &pos, end, wire_type):
             return False
     return True
@@ -307,15 +426,16 @@ cdef bint parse_message(const unsigned char* buf, Py_ssize_t start, Py_ssize_t s
     while pos < size:
         if not read_tag(buf, &pos, size, &field, &wire_type):
             return False
-        if 1 <= field <= 4:
-            if wire_type != 2 or not read_span(buf, &pos, size, &sub):
+        if (field == MESSAGE_TOPIC or field == MESSAGE_USER_PROPERTIES or field == MESSAGE_SYSTEM_PROPERTIES
+                or field == MESSAGE_BODY):
+            if wire_type != WT_LEN or not read_span(buf, &pos, size, &sub):
                 return False
-            if field == 1:
+            if field == MESSAGE_TOPIC:
                 if not parse_resource(buf, sub, p):
                     return False
-            elif field == 2:
+            elif field == MESSAGE_USER_PROPERTIES:
                 p.has_user = True
-            elif field == 3:
+            elif field == MESSAGE_SYSTEM_PROPERTIES:
                 if not parse_system_properties(buf, sub, p):
                     return False
             else:
@@ -421,8 +541,9 @@ cdef int32_t encode_parsed(const unsigned char* buf, Parsed* p, BatchContext ctx
             return -1
         born_ms = p.born_seconds * 1000 + p.born_nanos // 1000000
         born_len = snprintf(digits[1], 24, "%lld", <long long>born_ms)
-    if message_type == MT_UNSPECIFIED:
-        message_type = MT_FIFO if p.group.size else MT_NORMAL
+    # TopicMessageType#parseFromMessageProperty (converter._implied_message_type): no delivery time
+    # on this path, so a message group makes it FIFO and nothing else NORMAL, whatever was declared.
+    message_type = MT_FIFO if p.group.size else MT_NORMAL
     if not (ctx.accept_normal if message_type == MT_NORMAL else
             ctx.accept_fifo if message_type == MT_FIFO else ctx.accept_delay):
         return -1
@@ -558,13 +679,14 @@ cdef object converter_module():
     return _converter
 
 
-def encode_messages(request, topic, namespace, remote_address, config, accepted, topic_type):
+def encode_messages(request, topic, namespace, remote_address, config, accepted, topic_type, producer_group=None):
     """producer.encode_messages: (bodies, properties strings, message ids) of one SendMessage.
 
     The request is serialized once (cheaper than a message at a time) and each message read
     from its bytes; a message this code does not write is handed to producer._encode_one.
     """
-    cdef BatchContext ctx = make_context(topic, namespace, topic, remote_address, config, accepted)
+    cdef BatchContext ctx = make_context(topic, namespace, topic if producer_group is None else producer_group,
+                                         remote_address, config, accepted)
     cdef Parsed parsed
     cdef const unsigned char* buf
     cdef Py_ssize_t size, pos = 0, index = 0
@@ -576,32 +698,32 @@ def encode_messages(request, topic, namespace, remote_address, config, accepted,
     cdef Py_ssize_t count, i
     if ctx is None:
         return producer_module()._py_encode_messages(request, topic, namespace, remote_address, config, accepted,
-                                                     topic_type)
+                                                     topic_type, producer_group)
     protos = request.messages
     data = request.SerializeToString()
     count = len(protos)
     if not PyBytes_CheckExact(data) or count == 0:
         return producer_module()._py_encode_messages(request, topic, namespace, remote_address, config, accepted,
-                                                     topic_type)
+                                                     topic_type, producer_group)
     buf = <const unsigned char*>PyBytes_AS_STRING(data)
     size = PyBytes_GET_SIZE(data)
     spans = <Span*>PyMem_Malloc(count * sizeof(Span))
     if spans == NULL:
         raise MemoryError()
     try:
-        # SendMessageRequest.messages = 1: where each message's bytes are, in order.
+        # SendMessageRequest.messages: where each message's bytes are, in order.
         while pos < size:
             if not read_tag(buf, &pos, size, &field, &wire_type):
                 break
-            if field == 1:
-                if wire_type != 2 or index == count or not read_span(buf, &pos, size, &spans[index]):
+            if field == REQUEST_MESSAGES:
+                if wire_type != WT_LEN or index == count or not read_span(buf, &pos, size, &spans[index]):
                     break
                 index += 1
             elif not skip_field(buf, &pos, size, wire_type):
                 break
         if pos != size or index != count:
             return producer_module()._py_encode_messages(request, topic, namespace, remote_address, config,
-                                                         accepted, topic_type)
+                                                         accepted, topic_type, producer_group)
         one = None
         for i in range(count):
             span = spans[i]
@@ -613,7 +735,7 @@ def encode_messages(request, topic, namespace, remote_address, config, accepted,
                 if one is None:
                     one = producer_module()._encode_one
                 body, text, message_id = one(protos[i], topic, namespace, remote_address, config, accepted,
-                                             topic_type)
+                                             topic_type, producer_group)
                 properties.append(text)
                 ids.append(message_id)
             else:
@@ -694,22 +816,22 @@ def ok_response(message_ids, first_offset):
         total += 1 + varint_size(entry) + entry
     wire = PyBytes_FromStringAndSize(NULL, total)
     out = PyBytes_AS_STRING(wire)
-    out[0] = 0x0A  # SendMessageResponse.status = 1
+    out[0] = RESPONSE_STATUS_TAG
     at = put_varint(out, 1, status_size)
     at = put_bytes(out, at, OK_STATUS_BYTES)
     for i in range(count):
         raw = raws[i]
         entry = (status_field + 1 + varint_size(PyBytes_GET_SIZE(raw)) + PyBytes_GET_SIZE(raw)
                  + 1 + varint_size(offset + i))
-        out[at] = 0x12  # SendMessageResponse.entries = 2
+        out[at] = RESPONSE_ENTRIES_TAG
         at = put_varint(out, at + 1, entry)
-        out[at] = 0x0A  # SendResultEntry.status = 1
+        out[at] = ENTRY_STATUS_TAG
         at = put_varint(out, at + 1, status_size)
         at = put_bytes(out, at, OK_STATUS_BYTES)
-        out[at] = 0x12  # SendResultEntry.message_id = 2
+        out[at] = ENTRY_MESSAGE_ID_TAG
         at = put_varint(out, at + 1, PyBytes_GET_SIZE(raw))
         at = put_bytes(out, at, raw)
-        out[at] = 0x20  # SendResultEntry.offset = 4
+        out[at] = ENTRY_OFFSET_TAG
         at = put_varint(out, at + 1, offset + i)
     if at != total:
         raise AssertionError("response size miscounted")

@@ -2,15 +2,16 @@
 
 Installed only when ``authenticationEnabled`` or ``authorizationEnabled`` is set, so the default
 path has no extra cost. Authentication checks the ``authorization``/``x-mq-date-time`` headers
-(reference §1.8) on every unary RPC, every server stream and once at the start of Telemetry;
-beyond upstream, a date-time further than ``authenticationMaxClockSkewMillis`` from the server's
-clock is refused, so a captured header cannot be replayed forever. Authorization applies the
-(resource, action) table of reference §1.4, including each Settings command on Telemetry.
+(DefaultAuthenticationContextBuilder#build) on every unary RPC, every server stream and once at
+the start of Telemetry; beyond upstream, a date-time further than
+``authenticationMaxClockSkewMillis`` from the server's clock is refused, so a captured header
+cannot be replayed forever. Authorization applies the (resource, action) table of
+DefaultAuthorizationContextBuilder, including each Settings command on Telemetry.
 
 Denials answer ``Code.UNAUTHORIZED`` (40100) in the response status, as upstream's proxy does for
-both authentication and authorization failures (reference §1.10). Users and ACLs are read from a
-master broker of the cluster (AUTH_GET_USER / AUTH_GET_ACL, signed with the inner credentials)
-and cached for ``userCacheRefreshSecond`` / ``aclCacheRefreshSecond``.
+both authentication and authorization failures (ResponseBuilder#buildStatus). Users and ACLs are
+read from a master broker of the cluster (AUTH_GET_USER / AUTH_GET_ACL, signed with the inner
+credentials) and cached for ``userCacheRefreshSecond`` / ``aclCacheRefreshSecond``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from orbitmq.auth.signature import (
     parse_grpc_authorization,
     verify_grpc_signature,
 )
+from orbitmq.common.namespace import wrap_namespace
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proxy.errors import status
@@ -56,11 +58,13 @@ _PUB_OR_SUB = (Action.Pub, Action.Sub)
 
 
 def _topic(resource: Any) -> Resource:
-    return Resource.topic(resource.name)
+    """The topic as the brokers know it, ``{namespace}%{name}``: the name a Remoting client's
+    request to a broker carries for the same tenant, so one ACL covers both."""
+    return Resource.topic(wrap_namespace(resource.resource_namespace, resource.name))
 
 
 def _group(resource: Any) -> Resource:
-    return Resource.group(resource.name)
+    return Resource.group(wrap_namespace(resource.resource_namespace, resource.name))
 
 
 def _group_topic(group: Any, topic: Any) -> list[Requirement]:

@@ -16,15 +16,15 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from google.protobuf.duration_pb2 import Duration
-
 from orbitmq.client import ConsumerData, ProducerData
 from orbitmq.common.aio import cancel_and_wait
 from orbitmq.common.filter import SubscriptionData, validate_filter_expression
 from orbitmq.common.filter.errors import FilterExpressionError
+from orbitmq.common.namespace import wrap_namespace
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
+from orbitmq.proto.pool import Duration
 from orbitmq.proxy import errors, validation
 from orbitmq.proxy.cluster import ClusterService
 from orbitmq.proxy.config import ProxyConfig
@@ -85,18 +85,25 @@ class GrpcClient:
 
     @property
     def group(self) -> str | None:
+        """The consumer group as the brokers know it, ``{namespace}%{name}``."""
         if self.settings is not None and self.settings.HasField("subscription"):
-            return self.settings.subscription.group.name
+            return wrapped(self.settings.subscription.group)
         return None
 
     def topics(self) -> list[str]:
+        """The topics of the settings as the brokers know them, ``{namespace}%{name}``."""
         if self.settings is None:
             return []
         if self.settings.HasField("publishing"):
-            return [t.name for t in self.settings.publishing.topics]
+            return [wrapped(t) for t in self.settings.publishing.topics]
         if self.settings.HasField("subscription"):
-            return [s.topic.name for s in self.settings.subscription.subscriptions]
+            return [wrapped(s.topic) for s in self.settings.subscription.subscriptions]
         return []
+
+
+def wrapped(resource: pb.Resource) -> str:
+    """GrpcConverter#wrapResourceWithNamespace of settings already validated (on_settings)."""
+    return wrap_namespace(resource.resource_namespace, resource.name)
 
 
 # Server -> client Telemetry commands queued for one stream; a client that does not read its
@@ -115,6 +122,12 @@ class ClientManager:
         self._pending: set[asyncio.Task[None]] = set()
         # Called with a client id when the client terminates or expires (e.g. release its messages).
         self.client_gone_hooks: list[Callable[[str], Awaitable[None]]] = []
+        # Called with a client id when the client's Telemetry stream ends (a killed client's at once):
+        # it is no longer alive for live_pull_consumers.
+        self.stream_closed_hooks: list[Callable[[str], None]] = []
+        # PULL_CONSUMER clients by id, for live_pull_consumers.
+        self._pull_clients: dict[str, GrpcClient] = {}
+        self.client_gone_hooks.append(self._forget_pull_client)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -162,7 +175,7 @@ class ClientManager:
 
     async def _group_of(self, raw: pb.Settings) -> SubscriptionGroupConfig | None:
         if raw.HasField("subscription"):
-            return await self.cluster.group_config(raw.subscription.group.name)
+            return await self.cluster.group_config(wrapped(raw.subscription.group))
         return None
 
     async def merge_settings(self, raw: pb.Settings) -> pb.Settings:
@@ -181,7 +194,7 @@ class ClientManager:
             settings.publishing.validate_message_type = cfg.enable_topic_message_type_check
             settings.publishing.max_body_size = cfg.max_message_size
         elif settings.HasField("subscription"):
-            self._merge_subscription(settings, group or SubscriptionGroupConfig(settings.subscription.group.name))
+            self._merge_subscription(settings, group or SubscriptionGroupConfig(wrapped(settings.subscription.group)))
         settings.metric.on = False
         return settings
 
@@ -227,16 +240,18 @@ class ClientManager:
         which = settings.WhichOneof("pub_sub")
         if which == "publishing":
             for topic in settings.publishing.topics:
-                validation.validate_topic(topic.name)
+                validation.topic_of(topic)
         elif which == "subscription":
-            validation.validate_consumer_group(settings.subscription.group.name)
+            validation.group_of(settings.subscription.group)
             for entry in settings.subscription.subscriptions:
-                validation.validate_topic(entry.topic.name)
-                subscription_data(entry.topic.name, entry.expression)
+                subscription_data(validation.topic_of(entry.topic), entry.expression)
         else:
             raise ProxyError(Code.BAD_REQUEST, "there is no publishing or subscription data in settings")
+        validation.validate_client_properties(settings)
         client = self._client(ctx)
         client.settings = settings
+        if settings.client_type == pb.ClientType.PULL_CONSUMER:
+            self._pull_clients[client.client_id] = client
         merged = await self.merge_settings(settings)
         self._schedule_broker_heartbeat(client)
         return spb.TelemetryCommand(status=errors.ok(), settings=merged)
@@ -261,6 +276,11 @@ class ClientManager:
         client = self.clients.get(client_id)
         if client is not None and client.outbox is outbox:
             client.outbox = None
+            for hook in self.stream_closed_hooks:
+                try:
+                    hook(client_id)
+                except Exception:  # one hook failing must not keep the stream counted
+                    log.exception("stream-closed hook failed for %s", client_id)
 
     @staticmethod
     def offer(outbox: asyncio.Queue[spb.TelemetryCommand | None], item: spb.TelemetryCommand | None) -> bool:
@@ -297,8 +317,10 @@ class ClientManager:
                 Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"))
         client.last_seen = time.monotonic()
         ctype = client.settings.client_type
-        if ctype in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER):
-            validation.validate_consumer_group(request.group.name)
+        # PULL_CONSUMER: OrbitMQ's gRPC PullConsumer; its heartbeats keep it in its group's
+        # QueryAssignment (live_pull_consumers, services/proxy/pull_assignment.py).
+        if ctype in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER, pb.ClientType.PULL_CONSUMER):
+            validation.group_of(request.group)
         elif ctype != pb.ClientType.PRODUCER:
             return spb.HeartbeatResponse(status=errors.status(
                 Code.UNRECOGNIZED_CLIENT_TYPE, pb.ClientType.Name(ctype)))
@@ -314,6 +336,32 @@ class ClientManager:
         self._close_stream(client)
         await self._client_gone(client)
         return spb.NotifyClientTerminationResponse(status=errors.ok())
+
+    def is_pull_consumer(self, client_id: str) -> bool:
+        client = self.clients.get(client_id)
+        return client is not None and client.settings is not None and \
+            client.settings.client_type == pb.ClientType.PULL_CONSUMER
+
+    def live_pull_consumers(self, namespace: str, group: str, topic: str) -> list[str]:
+        """The group's PULL_CONSUMER clients reading ``topic`` that are alive: Telemetry stream open
+        and heard from within grpcClientIdleTimeMills (a killed client's stream ends at once; a hung
+        one expires). Names as the clients sent them (namespace apart)."""
+        deadline = time.monotonic() - self.config.grpc_client_idle_time_mills / 1000.0
+        out = []
+        for client_id, client in list(self._pull_clients.items()):
+            if self.clients.get(client_id) is not client:
+                del self._pull_clients[client_id]
+                continue
+            s = client.settings
+            if (s is not None and s.client_type == pb.ClientType.PULL_CONSUMER and client.outbox is not None
+                    and client.last_seen >= deadline and s.subscription.group.name == group
+                    and s.subscription.group.resource_namespace == namespace
+                    and any(e.topic.name == topic for e in s.subscription.subscriptions)):
+                out.append(client.client_id)
+        return out
+
+    async def _forget_pull_client(self, client_id: str) -> None:
+        self._pull_clients.pop(client_id, None)
 
     # ---- broker side presence ----------------------------------------------------------------
 
@@ -340,20 +388,21 @@ class ClientManager:
             return [], []
         if settings.HasField("publishing"):
             # RocketMQ's proxy registers a gRPC producer under its topics' names as groups.
-            return [ProducerData(t.name) for t in settings.publishing.topics], []
+            return [ProducerData(name) for name in client.topics()], []
         subs = []
         for entry in settings.subscription.subscriptions:
             try:
-                subs.append(subscription_data(entry.topic.name, entry.expression))
+                subs.append(subscription_data(wrapped(entry.topic), entry.expression))
             except ProxyError:
                 continue
-        return [], [ConsumerData(settings.subscription.group.name, subs, consume_type_of(settings.client_type))]
+        return [], [ConsumerData(wrapped(settings.subscription.group), subs, consume_type_of(settings.client_type))]
 
     async def _heartbeat_brokers(self, client: GrpcClient) -> None:
         producers, consumers = self._heartbeat_data(client)
         for addr in await self._brokers_of(client):
             try:
-                await self.cluster.api.heartbeat(addr, client.client_id, producers, consumers)
+                await self.cluster.api.heartbeat(addr, client.client_id, producers, consumers,
+                                                 client.settings.client_properties if client.settings else None)
             except Exception as exc:  # the next heartbeat retries; the client must not notice
                 log.debug("heartbeat of %s to %s failed: %s", client.client_id, addr, exc)
 

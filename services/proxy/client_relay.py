@@ -33,7 +33,13 @@ from orbitmq.common.message_codec import RecordError, decode_record
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proxy import converter
-from orbitmq.proxy.client_manager import ClientManager, GrpcClient, consume_type_of, subscription_data
+from orbitmq.proxy.client_manager import (
+    ClientManager,
+    GrpcClient,
+    consume_type_of,
+    subscription_data,
+    wrapped,
+)
 from orbitmq.proxy.cluster import ClusterService
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.errors import ProxyError
@@ -152,7 +158,7 @@ class ClientRequestRelay:
             "PROP_CLIENT_VERSION": client.version,
             "clientType": pb.ClientType.Name(settings.client_type),
             "language": client.language,
-            "consumerGroup": sub.group.name,
+            "consumerGroup": client.group,
             "fifo": str(sub.fifo).lower(),
             "receiveBatchSize": str(sub.receive_batch_size),
             "longPollingTimeoutMillis": str(sub.long_polling_timeout.ToMilliseconds()),
@@ -163,7 +169,7 @@ class ClientRequestRelay:
         subscriptions = []
         for entry in settings.subscription.subscriptions:
             try:
-                subscriptions.append(subscription_data(entry.topic.name, entry.expression).to_json_dict())
+                subscriptions.append(subscription_data(wrapped(entry.topic), entry.expression).to_json_dict())
             except ProxyError:
                 continue
         return {"properties": properties, "subscriptionSet": subscriptions, "mqTable": {}, "statusTable": {}}

@@ -74,6 +74,11 @@ class _TtlCache:
     def put(self, key: str, value: object) -> None:
         self._data[key] = (time.monotonic(), value)
 
+    def stale(self, key: str) -> object:
+        """The last value put, expired or not (None when never)."""
+        hit = self._data.get(key)
+        return None if hit is None else hit[1]
+
     def drop(self, key: str) -> None:
         self._data.pop(key, None)
 
@@ -421,12 +426,21 @@ class ClusterService:
         if hit:
             return value  # type: ignore[return-value]
         config = None
+        unanswered = False
         for bd in await self.all_masters():
             try:
                 config = await self.api.get_subscription_group_config(bd.master_addr, group)
             except Exception:  # one unreachable broker must not hide the group on another
+                unanswered = True
                 continue
             if config is not None:
                 break
+        if config is None and unanswered:
+            # A master failing over proves nothing: keep the last known config, as upstream's
+            # refreshing metadata cache does. The defaults would pop a FIFO group concurrently,
+            # and its un-acked messages would come back after later ones.
+            stale = self._group_configs.stale(group)
+            if stale is not None:
+                return stale  # type: ignore[return-value]
         self._group_configs.put(group, config)
         return config

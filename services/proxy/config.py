@@ -24,6 +24,11 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     namesrv_addr: str = field(default_factory=_default_namesrv)
     proxy_mode: str = "cluster"
     grpc_server_port: int = 8081
+    # The Remoting port (RIP-55, services/proxy/remoting/): Remoting clients take it as their
+    # NameServer; 0 = an ephemeral port. Routes name remotingAccessAddr (empty = localServeAddr's
+    # host, else the address the client dialled) with this port.
+    remoting_listen_port: int = 8080
+    remoting_access_addr: str = ""
     # The address clients are told to dial (QueryRoute endpoints); empty = the address they used.
     local_serve_addr: str = ""
     grpc_shutdown_time_seconds: int = 5
@@ -101,6 +106,11 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     heartbeat_interval_millis: int = 10_000
     # A gRPC client silent this long is unregistered from brokers.
     grpc_client_idle_time_mills: int = 120_000
+    # HeartbeatSyncer (services/proxy/heartbeat_syncer.py): the proxies tell each other their
+    # subscribed PullConsumers through this topic (one queue on every master of the cluster named
+    # here; empty = rocketMQClusterName), every heartbeatIntervalMillis and on every change.
+    heartbeat_syncer_topic_name: str = "DefaultHeartBeatSyncerTopic"
+    heartbeat_syncer_topic_cluster_name: str = ""
     # Create a missing topic on every master of the cluster when a client first names it (the
     # proxy counterpart of a broker's autoCreateTopicEnable; on for `orbitmq local`).
     auto_create_topic_enable: bool = False
@@ -125,7 +135,7 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     trace_msg_batch_num: int = 10  # records per trace message (upstream's client default, max 20)
     trace_queue_capacity: int = 2048  # records waiting to be sent; beyond it they are dropped and counted
-    # -- metrics (orbitmq.common.metrics, reference §2.1): PROM serves /metrics and /ready --
+    # -- metrics (orbitmq.common.metrics; ProxyConfig's metrics keys): PROM serves /metrics and /ready --
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = 5557

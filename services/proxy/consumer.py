@@ -14,15 +14,15 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from google.protobuf.duration_pb2 import Duration
-
 from orbitmq.client import MQBrokerError, PopStatus
 from orbitmq.common.constants import POP_HANDLE_ACKED_REMARK
 from orbitmq.common.extra_info import KEY_SEPARATOR
 from orbitmq.common.filter import SubscriptionData
 from orbitmq.common.message import MessageConst, MessageExt
+from orbitmq.common.namespace import wrap_namespace
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
+from orbitmq.proto.pool import Duration
 from orbitmq.proxy import converter, errors, validation
 from orbitmq.proxy.client_manager import ClientManager, subscription_data
 from orbitmq.proxy.cluster import FAILOVER_BACKOFF_INITIAL_S, ClusterService
@@ -79,6 +79,21 @@ def _check_group(group: str) -> None:
         if len(_VALID_GROUPS) >= _CACHE_MAX:
             _VALID_GROUPS.clear()
         _VALID_GROUPS.add(group)
+
+
+def _group_of(resource: pb.Resource) -> str:
+    """validation.group_of: the group the brokers know, ``{namespace}%{name}``, validated."""
+    if resource.resource_namespace:
+        return validation.group_of(resource)
+    group = resource.name
+    _check_group(group)
+    return group
+
+
+def _names(request: spb.ReceiveMessageRequest) -> tuple[str, str]:
+    """(group, topic) of a receive as the brokers know them (checked by _pop already)."""
+    group, topic = request.group, request.message_queue.topic
+    return wrap_namespace(group.resource_namespace, group.name), wrap_namespace(topic.resource_namespace, topic.name)
 
 
 def _subscription(topic: str, expr: pb.FilterExpression) -> SubscriptionData:
@@ -202,10 +217,10 @@ class ConsumerActivity:
                         yield response
                         written += 1
                     if self.tracer is not None:  # SubBefore records, queued, never awaited
-                        self.tracer.on_deliver(request.group.name, messages, client_of(ctx))
+                        self.tracer.on_deliver(_names(request)[0], messages, client_of(ctx))
                 finally:
                     if written < len(messages):
-                        group = request.group.name
+                        group = _names(request)[0]
                         forget = self.renewer.forget
                         for msg in messages[written:]:
                             forget(ctx.client_id, group, _message_id(msg))
@@ -215,7 +230,7 @@ class ConsumerActivity:
         yield last
 
     def _hold_all(self, client_id: str, request: spb.ReceiveMessageRequest, messages: list[MessageExt]) -> None:
-        group, topic = request.group.name, request.message_queue.topic.name
+        group, topic = _names(request)
         invisible = self.config.default_invisible_time_mills
         hold = self.renewer.hold
         for msg in messages:
@@ -246,13 +261,11 @@ class ConsumerActivity:
 
     async def _pop(self, ctx: ProxyContext, request: spb.ReceiveMessageRequest) -> list[MessageExt] | None:
         """The deliverable messages ([] when none arrived in time, None when polling is full)."""
-        group = request.group.name
         queue = request.message_queue
-        topic = queue.topic.name
         settings = await self.clients.effective_settings(ctx.client_id)
         polling = self._polling_time(ctx, request, settings)
-        validation.validate_topic(topic)
-        _check_group(group)
+        topic = validation.topic_of(queue.topic)  # "{namespace}%{name}", as the brokers know it
+        group = _group_of(request.group)
         auto_renew = request.auto_renew
         if auto_renew:
             invisible = self.config.default_invisible_time_mills
@@ -332,11 +345,12 @@ class ConsumerActivity:
             log.warning("background ack/DLQ failed: %s", exc)
 
     async def _nack(self, request: spb.ReceiveMessageRequest, messages: list[MessageExt]) -> None:
+        group, topic = _names(request)
         for msg in messages:
             raw = msg.properties.get(MessageConst.POP_CK)
             if raw:
-                await self._quiet(self._change_invisible(decode_handle(raw, False), request.group.name,
-                                                         request.message_queue.topic.name, NACK_INVISIBLE_TIME_MS))
+                await self._quiet(self._change_invisible(decode_handle(raw, False), group, topic,
+                                                         NACK_INVISIBLE_TIME_MS))
 
     # ---- ack / change invisible / DLQ --------------------------------------------------------
 
@@ -384,9 +398,8 @@ class ConsumerActivity:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal")
 
     async def ack_message(self, ctx: ProxyContext, request: spb.AckMessageRequest) -> spb.AckMessageResponse:
-        group, topic = request.group.name, request.topic.name
-        validation.validate_topic(topic)
-        _check_group(group)
+        topic = validation.topic_of(request.topic)
+        group = _group_of(request.group)
         entries = request.entries
         if not entries:
             raise ProxyError(Code.BAD_REQUEST, "no ack entry")
@@ -474,9 +487,8 @@ class ConsumerActivity:
 
     async def change_invisible_duration(self, ctx: ProxyContext, request: spb.ChangeInvisibleDurationRequest
                                         ) -> spb.ChangeInvisibleDurationResponse:
-        group, topic = request.group.name, request.topic.name
-        validation.validate_topic(topic)
-        validation.validate_consumer_group(group)
+        topic = validation.topic_of(request.topic)
+        group = validation.group_of(request.group)
         invisible = request.invisible_duration.ToMilliseconds()
         validation.validate_invisible_time(invisible, 0, self.config.max_invisible_time_mills)
         latest = await self.renewer.release(ctx.client_id, group, request.message_id)
@@ -504,9 +516,8 @@ class ConsumerActivity:
 
     async def forward_to_dlq(self, ctx: ProxyContext, request: spb.ForwardMessageToDeadLetterQueueRequest
                              ) -> spb.ForwardMessageToDeadLetterQueueResponse:
-        group, topic = request.group.name, request.topic.name
-        validation.validate_topic(topic)
-        validation.validate_consumer_group(group)
+        topic = validation.topic_of(request.topic)
+        group = validation.group_of(request.group)
         raw = await self.renewer.release(ctx.client_id, group, request.message_id) or request.receipt_handle
         decode_handle(raw)
         try:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from itertools import repeat
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
-from orbitmq.common import sysflag
+from orbitmq.common import speedups, sysflag
 from orbitmq.common.constants import is_retry_topic
 from orbitmq.common.message import (
     NAME_VALUE_SEPARATOR,
@@ -25,7 +24,9 @@ from orbitmq.common.message import (
     MessageExt,
     properties_to_string,
 )
+from orbitmq.common.namespace import NAMESPACE_SEPARATOR, namespace_of, without_namespace
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from orbitmq.proto.pool import Timestamp
 from orbitmq.proxy import validation
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.errors import ProxyError
@@ -36,6 +37,7 @@ NORMAL = pb.MessageType.NORMAL
 FIFO = pb.MessageType.FIFO
 DELAY = pb.MessageType.DELAY
 TRANSACTION = pb.MessageType.TRANSACTION
+PRIORITY = pb.MessageType.PRIORITY
 UNSPECIFIED = pb.MessageType.MESSAGE_TYPE_UNSPECIFIED
 GZIP = pb.Encoding.GZIP
 IDENTITY = pb.Encoding.IDENTITY
@@ -61,6 +63,20 @@ def build_sys_flag(message: pb.Message) -> int:
     if message.system_properties.message_type == TRANSACTION:
         flag |= sysflag.TRANSACTION_PREPARED_TYPE
     return flag
+
+
+def check_batch_transactions(properties: Sequence[str], sys_flag: int) -> None:
+    """A batch is sent with its first message's sysFlag (SendMessageActivity#buildSysFlag): in a batch
+    mixing transactional and other messages some would be stored as what they are not. Beyond
+    upstream, which has the same gap, it is refused with MESSAGE_CORRUPTED, the code
+    SendMessageActivity gives a batch whose messages disagree (their topics).
+
+    Read from the properties strings just written (one C-level scan each, no protobuf access): a
+    transactional message's holds ``\x02TRAN_MSG\x01true\x02`` right after UNIQ_KEY, and no other
+    part can hold those separators (every value with a control character is refused)."""
+    marked = sum(map(str.__contains__, properties, repeat(_TRANSACTION_MARK)))
+    if marked != (len(properties) if sys_flag & sysflag.TRANSACTION_PREPARED_TYPE else 0):
+        raise ProxyError(Code.MESSAGE_CORRUPTED, "a batch cannot mix transactional and other messages")
 
 
 def validate_body(body: bytes, config: ProxyConfig) -> None:
@@ -93,6 +109,7 @@ _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _RECONSUME_TIME = MessageConst.RECONSUME_TIME
 _PRODUCER_GROUP = MessageConst.PRODUCER_GROUP
 _SHARDING_KEY = MessageConst.SHARDING_KEY
+_PRIORITY = MessageConst.PRIORITY
 _TRACE_CONTEXT = MessageConst.TRACE_CONTEXT
 _BORN_HOST = MessageConst.BORN_HOST
 _BORN_TIMESTAMP = MessageConst.BORN_TIMESTAMP
@@ -118,6 +135,15 @@ def _check_no_control(value: str, what: str) -> None:
         raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the {what} cannot contain control character")
 
 
+def _check_no_control_in_property(key: str, value: str) -> None:
+    """SendMessageActivity's control-character checks of one user property, key first."""
+    if validation.contains_control_character(key):
+        raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "the key of property cannot contain control character")
+    if validation.contains_control_character(value):
+        raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                         "the value of property cannot contain control character")
+
+
 def _check_user_property_count(user_props: Mapping[str, str], config: ProxyConfig) -> None:
     if len(user_props) > config.user_property_max_num:
         raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
@@ -139,12 +165,7 @@ def build_message_properties(message: pb.Message, producer_group: str, remote_ad
         for key, value in user_props.items():
             if key in STRING_HASH_SET:
                 raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}")
-            if validation.contains_control_character(key):
-                raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                                 "the key of property cannot contain control character")
-            if validation.contains_control_character(value):
-                raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                                 "the value of property cannot contain control character")
+            _check_no_control_in_property(key, value)
             user_size += utf8_len(key) + utf8_len(value)
             props[key] = value
 
@@ -201,6 +222,12 @@ def build_message_properties(message: pb.Message, producer_group: str, remote_ad
         props[_BORN_HOST] = born_host
     if sysp.HasField("born_timestamp"):
         props[_BORN_TIMESTAMP] = str(timestamp_ms(sysp.born_timestamp))
+    if sysp.HasField("priority"):
+        # SendMessageActivity#buildMessage: Message#setPriority, which refuses a negative one.
+        priority = sysp.priority
+        if priority < 0:
+            raise ProxyError(Code.BAD_REQUEST, f"the priority must be greater than or equal to 0, got {priority}")
+        props[_PRIORITY] = str(priority)
     return props
 
 
@@ -214,6 +241,7 @@ _TAGS_ = _TAGS + NAME_VALUE_SEPARATOR
 _KEYS_ = _KEYS + NAME_VALUE_SEPARATOR
 _UNIQ_ = _UNIQ_KEY + NAME_VALUE_SEPARATOR
 _TRAN_TRUE = f"{MessageConst.TRANSACTION_PREPARED}{NAME_VALUE_SEPARATOR}true{_PS}"
+_TRANSACTION_MARK = f"{_PS}{_TRAN_TRUE}"  # check_batch_transactions
 _IMMUNITY_ = MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS + NAME_VALUE_SEPARATOR
 _DELAY_ = MessageConst.DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR
 _DELIVER_ = MessageConst.TIMER_DELIVER_MS + NAME_VALUE_SEPARATOR
@@ -226,119 +254,143 @@ _BORN_TIMESTAMP_ = _BORN_TIMESTAMP + NAME_VALUE_SEPARATOR
 _NV = NAME_VALUE_SEPARATOR
 
 
+# Compiled twin: _speedups_producer.encode_message_properties (same result; hands back the rest).
 def encode_message_properties(message: pb.Message, producer_group: str, remote_addr: str,
                               config: ProxyConfig) -> tuple[str, str, int]:
     """properties_to_string(build_message_properties(...)) in one pass, plus what the send needs.
 
     Returns (properties string, message id, message type as message_type_of_request sees it).
     Same checks in the same order and the same string (property order included) as the dict
-    path, without the dict: each protobuf field is read once and the string is built directly.
+    path, without the dict: each protobuf field is read once and the string is built directly,
+    in build_message_properties' property order.
     """
-    user = ""
-    user_size = 0
     user_props = message.user_properties
     if user_props:
-        _check_user_property_count(user_props, config)
-        parts: list[str] = []
-        for key, value in user_props.items():
-            if key in _RESERVED_OR_SHADOWED:
-                if key in STRING_HASH_SET:
-                    raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}")
-                return _encode_via_dict(message, producer_group, remote_addr, config)
-            # Printable text holds no control character: one C call decides the common case.
-            if not (key.isprintable() and value.isprintable()):
-                if validation.contains_control_character(key):
-                    raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                                     "the key of property cannot contain control character")
-                if validation.contains_control_character(value):
-                    raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                                     "the value of property cannot contain control character")
-            user_size += ((len(key) if key.isascii() else len(key.encode("utf-8")))
-                          + (len(value) if value.isascii() else len(value.encode("utf-8"))))
-            parts.append(f"{key}{_NV}{value}{_PS}")
-        user = "".join(parts)
-
+        user = _user_properties_part(user_props, config)
+        if user is None:  # a user property a system one overwrites in place: the dict keeps that order
+            return _encode_via_dict(message, producer_group, remote_addr, config)
+        user_part, user_size = user
+    else:
+        user_part, user_size = "", 0
     sysp = message.system_properties
+    if sysp.HasField("priority"):  # rare: the dict path writes the property and its check
+        return _encode_via_dict(message, producer_group, remote_addr, config)
     tag = sysp.tag
+    keys = sysp.keys
+    if tag or keys:
+        tag_keys_part, user_size = _tag_and_keys_part(tag, keys, user_size)
+    else:
+        tag_keys_part = ""
+    message_id = sysp.message_id
+    _check_user_size_and_message_id(user_size, message_id, config)
+    message_type = sysp.message_type
+    tran_part = _transaction_part(sysp) if message_type == TRANSACTION else ""
+    has_delivery = sysp.HasField("delivery_timestamp")
+    delay_part = _delivery_part(sysp.delivery_timestamp, config) if has_delivery else ""
+    group = sysp.message_group
+    origin_part = _origin_part(sysp, group, remote_addr, config)
+    return (f"{user_part}{tag_keys_part}{_UNIQ_}{message_id}{_PS}{tran_part}{delay_part}"
+            f"{_RECONSUME_}{sysp.delivery_attempt}{_PS}{_PGROUP_}{producer_group}{_PS}{origin_part}",
+            message_id, _implied_message_type(message_type, has_delivery, group))
+
+
+def _user_properties_part(user_props: Mapping[str, str], config: ProxyConfig) -> tuple[str, int] | None:
+    """("KEY\\x01VALUE\\x02" of each user property, their UTF-8 size); None: the dict path must write them.
+
+    SendMessageActivity's checks (count, reserved key, control characters), in its order.
+    """
+    _check_user_property_count(user_props, config)
+    parts: list[str] = []
+    size = 0
+    for key, value in user_props.items():
+        if key in _RESERVED_OR_SHADOWED:
+            if key in STRING_HASH_SET:
+                raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}")
+            return None
+        # Printable text holds no control character: one C call decides the common case.
+        if not (key.isprintable() and value.isprintable()):
+            _check_no_control_in_property(key, value)
+        size += ((len(key) if key.isascii() else len(key.encode("utf-8")))
+                 + (len(value) if value.isascii() else len(value.encode("utf-8"))))
+        parts.append(f"{key}{_NV}{value}{_PS}")
+    return "".join(parts), size
+
+
+def _tag_and_keys_part(tag: str, keys: Sequence[str], user_size: int) -> tuple[str, int]:
+    """The TAGS and KEYS properties, validated, and the user size with them counted (as upstream)."""
+    part = ""
     if tag:
         if "|" in tag or not tag.isprintable() or not tag.strip():
             validation.validate_tag(tag)  # raises the error of the first failing check, if any
-        tag_part = f"{_TAGS_}{tag}{_PS}"
+        part = f"{_TAGS_}{tag}{_PS}"
         user_size += len(tag) if tag.isascii() else len(tag.encode("utf-8"))
-    else:
-        tag_part = ""
-
-    keys = sysp.keys
     if keys:
         for key in keys:
             validation.validate_message_key(key)
             user_size += utf8_len(key)
-        keys_part = f"{_KEYS_}{_KEY_SEPARATOR.join(keys)}{_PS}"
-    else:
-        keys_part = ""
+        part = f"{part}{_KEYS_}{_KEY_SEPARATOR.join(keys)}{_PS}"
+    return part, user_size
 
-    message_id = sysp.message_id
-    _check_user_size_and_message_id(user_size, message_id, config)
 
-    message_type = sysp.message_type
-    if message_type == TRANSACTION:
-        tran_part = _TRAN_TRUE
-        if sysp.HasField("orphaned_transaction_recovery_duration"):
-            seconds = sysp.orphaned_transaction_recovery_duration.seconds
-            tran_part = f"{_TRAN_TRUE}{_IMMUNITY_}{seconds}{_PS}"
-    else:
-        tran_part = ""
+def _transaction_part(sysp: pb.SystemProperties) -> str:
+    """TRAN_MSG=true, and the check immunity time when the producer set one."""
+    if sysp.HasField("orphaned_transaction_recovery_duration"):
+        return f"{_TRAN_TRUE}{_IMMUNITY_}{sysp.orphaned_transaction_recovery_duration.seconds}{_PS}"
+    return _TRAN_TRUE
 
-    has_delivery = sysp.HasField("delivery_timestamp")
-    if has_delivery:
-        deliver_ms = timestamp_ms(sysp.delivery_timestamp)
-        now = now_ms()
-        if config.max_delay_time_mills > 0 and deliver_ms - now > config.max_delay_time_mills:
-            raise ProxyError(Code.ILLEGAL_DELIVERY_TIME,
-                             f"the max delay time of message is too large, max is {config.max_delay_time_mills}")
-        delay_part = f"{_DELIVER_}{deliver_ms}{_PS}"
-        if config.use_delay_level:
-            level = config.compute_delay_level(deliver_ms, now)
-            if level:
-                delay_part = f"{_DELAY_}{level}{_PS}{delay_part}"
-    else:
-        delay_part = ""
 
-    attempt = sysp.delivery_attempt
-    group = sysp.message_group
+def _delivery_part(delivery: Timestamp, config: ProxyConfig) -> str:
+    """TIMER_DELIVER_MS (after a DELAY level where config.use_delay_level maps the time to one)."""
+    deliver_ms = timestamp_ms(delivery)
+    now = now_ms()
+    if config.max_delay_time_mills > 0 and deliver_ms - now > config.max_delay_time_mills:
+        raise ProxyError(Code.ILLEGAL_DELIVERY_TIME,
+                         f"the max delay time of message is too large, max is {config.max_delay_time_mills}")
+    part = f"{_DELIVER_}{deliver_ms}{_PS}"
+    if config.use_delay_level:
+        level = config.compute_delay_level(deliver_ms, now)
+        if level:
+            return f"{_DELAY_}{level}{_PS}{part}"
+    return part
+
+
+def _origin_part(sysp: pb.SystemProperties, group: str, remote_addr: str, config: ProxyConfig) -> str:
+    """The properties after PGROUP: sharding key (message group), trace context, born host and time."""
+    part = ""
     if group:
         validation.validate_message_group(group, config.max_message_group_size)
-        group_part = f"{_SHARDING_}{group}{_PS}"
-    else:
-        group_part = ""
+        part = f"{_SHARDING_}{group}{_PS}"
     trace = sysp.trace_context
     if trace:
         _check_no_control(trace, "trace context")
-    trace_part = f"{_TRACE_}{trace}{_PS}" if trace else ""
+        part = f"{part}{_TRACE_}{trace}{_PS}"
     born_host = sysp.born_host or remote_addr
     if born_host and not born_host.isspace():
         _check_no_control(born_host, "born host")
-        host_part = f"{_BORN_HOST_}{born_host}{_PS}"
-    else:
-        host_part = ""
+        part = f"{part}{_BORN_HOST_}{born_host}{_PS}"
     if sysp.HasField("born_timestamp"):
         ts = sysp.born_timestamp
         seconds, nanos = ts.seconds, ts.nanos  # timestamp_ms inlined: it runs for every message
         if 0 <= nanos < 1_000_000_000 and _MIN_TIMESTAMP_SECONDS <= seconds <= _MAX_TIMESTAMP_SECONDS:
-            born_part = f"{_BORN_TIMESTAMP_}{seconds * 1000 + nanos // 1_000_000}{_PS}"
-        else:
-            born_part = f"{_BORN_TIMESTAMP_}{timestamp_ms(ts)}{_PS}"
-    else:
-        born_part = ""
-    if has_delivery and message_type != TRANSACTION:
-        # A delivery time makes it a DELAY message whatever type was declared, as upstream's
-        # TopicMessageType.parseFromMessageProperty reads it (so a FIFO topic refuses it).
-        message_type = DELAY
-    elif message_type == UNSPECIFIED:
-        message_type = FIFO if group else NORMAL
-    return (f"{user}{tag_part}{keys_part}{_UNIQ_}{message_id}{_PS}{tran_part}{delay_part}{_RECONSUME_}{attempt}{_PS}"
-            f"{_PGROUP_}{producer_group}{_PS}{group_part}{trace_part}{host_part}{born_part}",
-            message_id, message_type)
+            return f"{part}{_BORN_TIMESTAMP_}{seconds * 1000 + nanos // 1_000_000}{_PS}"
+        return f"{part}{_BORN_TIMESTAMP_}{timestamp_ms(ts)}{_PS}"
+    return part
+
+
+def _implied_message_type(declared: int, has_delivery: bool, group: str, has_priority: bool = False) -> int:
+    """The message type a producer's fields imply (message_type_of_request), the way upstream's
+    TopicMessageType#parseFromMessageProperty reads the properties they become: TRAN_MSG (set for a
+    declared TRANSACTION only), then a delivery time (DELAY), then a message group (FIFO), then a
+    priority (PRIORITY, RIP-80), else NORMAL. A declared NORMAL, FIFO, DELAY or PRIORITY is not looked at: a FIFO message without a group is
+    NORMAL (a FIFO topic refuses it), a NORMAL one with a group FIFO (a NORMAL topic refuses it)."""
+    if declared == TRANSACTION:
+        return TRANSACTION
+    if has_delivery:
+        return DELAY
+    if group:
+        return FIFO
+    # RIP-80: the priority property ranks after the message group (parseFromMessageProperty).
+    return PRIORITY if has_priority else NORMAL
 
 
 _py_encode_message_properties = encode_message_properties
@@ -360,19 +412,16 @@ def message_type_of(props: dict[str, str]) -> int:
         return DELAY
     if MessageConst.SHARDING_KEY in props:
         return FIFO
+    if _PRIORITY in props:
+        return PRIORITY
     return NORMAL
 
 
 def message_type_of_request(message: pb.Message) -> int:
     """The message type implied by what a producer set (for the topic type check)."""
     sysp = message.system_properties
-    if sysp.HasField("delivery_timestamp") and sysp.message_type != TRANSACTION:
-        return DELAY  # as encode_message_properties
-    if sysp.message_type != UNSPECIFIED:
-        return sysp.message_type
-    if sysp.message_group:
-        return FIFO
-    return NORMAL
+    return _implied_message_type(sysp.message_type, sysp.HasField("delivery_timestamp"), sysp.message_group,
+                                 sysp.HasField("priority"))
 
 
 _COMPRESSED = sysflag.COMPRESSED_FLAG
@@ -387,6 +436,7 @@ _DLQ_ORIGIN_MESSAGE_ID = MessageConst.DLQ_ORIGIN_MESSAGE_ID
 _MIN_TIMESTAMP_MS = _MIN_TIMESTAMP_SECONDS * 1000
 _MAX_TIMESTAMP_MS = _MAX_TIMESTAMP_SECONDS * 1000 + 999
 _md5 = hashlib.md5
+_SEPARATOR = NAMESPACE_SEPARATOR
 
 
 def set_timestamp_ms(ts: Timestamp, ms: int) -> None:
@@ -421,7 +471,11 @@ def fill_proto_message(message: pb.Message, msg: MessageExt, topic: str | None =
     user = {k: v for k, v in props.items() if k not in _NOT_USER_PROPERTIES}
     if user:
         message.user_properties.update(user)
-    message.topic.name = name
+    resource = message.topic
+    if _SEPARATOR in name:  # GrpcConverter#buildResource: "ns%topic" answers Resource{ns, topic}
+        resource.resource_namespace = namespace_of(name)
+        name = without_namespace(name)
+    resource.name = name
     sysp = message.system_properties
     tag = get(_TAGS)
     if tag is not None:
@@ -443,6 +497,8 @@ def fill_proto_message(message: pb.Message, msg: MessageExt, topic: str | None =
         sysp.message_type = DELAY
     elif _SHARDING_KEY in props:
         sysp.message_type = FIFO
+    elif _PRIORITY in props:
+        sysp.message_type = PRIORITY
     else:
         sysp.message_type = NORMAL
     set_timestamp_ms(sysp.born_timestamp, int(msg.born_timestamp))
@@ -459,6 +515,9 @@ def fill_proto_message(message: pb.Message, msg: MessageExt, topic: str | None =
     group = get(_SHARDING_KEY)
     if group is not None:
         sysp.message_group = group
+    priority = get(_PRIORITY)
+    if priority is not None and priority.isdigit():
+        sysp.priority = int(priority)
     handle = get(_POP_CK)
     if handle is not None:
         sysp.receipt_handle = handle
@@ -473,11 +532,10 @@ def fill_proto_message(message: pb.Message, msg: MessageExt, topic: str | None =
         dlq_id = get(_DLQ_ORIGIN_MESSAGE_ID)
         if dlq_id is not None:
             dlq = sysp.dead_letter_queue
-            dlq.topic = dlq_topic
+            dlq.topic = without_namespace(dlq_topic) if _SEPARATOR in dlq_topic else dlq_topic
             dlq.message_id = dlq_id
 
 
-try:  # the compiled accelerator (setup.py); the code above runs where it was not built
-    from orbitmq.proxy._speedups_producer import encode_message_properties  # noqa: F811
-except ImportError:
-    pass
+_fast = speedups.load("orbitmq.proxy._speedups_producer")  # None: the code above runs
+if _fast is not None:
+    encode_message_properties = _fast.encode_message_properties

@@ -21,7 +21,6 @@ while the server runs (liveness); both turn NOT_SERVING at shutdown. /ready of t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -31,6 +30,7 @@ from grpc_health.v1 import health_pb2
 from grpc_health.v1.health import aio as health_aio
 
 from orbitmq.common import metrics as m
+from orbitmq.common.namespace import wrap_namespace
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 
@@ -47,6 +47,11 @@ READY_RECHECK_INTERVAL_SECONDS = 10.0
 
 _CANCELLED = -1  # a stream the client cancelled: no Code was sent
 _CODE_NAMES[_CANCELLED] = "CANCELLED"
+
+
+def _name(resource: Any) -> str:
+    """A topic or group label as the brokers know it, ``{namespace}%{name}``: tenants count apart."""
+    return wrap_namespace(resource.resource_namespace, resource.name)
 
 
 def _code_name(code: int) -> str:
@@ -125,7 +130,7 @@ class ProxyMetrics:
                     elif which == "message":
                         messages += 1
                         size += response.message.ByteSize()  # no copy of the body, unlike len(body)
-                        topic = response.message.topic.name
+                        topic = response.message.topic
                     yield response
             except (GeneratorExit, asyncio.CancelledError):
                 code = _CANCELLED  # the client went away (or its deadline passed) mid-stream
@@ -133,7 +138,7 @@ class ProxyMetrics:
             finally:
                 observe(name, code, start)
                 if messages and topic is not None:
-                    self._count_received(topic, request.group.name, messages, size)
+                    self._count_received(_name(topic), _name(request.group), messages, size)
 
         return wrapped
 
@@ -154,7 +159,7 @@ class ProxyMetrics:
         messages = request.messages
         if not messages:
             return
-        topic = messages[0].topic.name
+        topic = _name(messages[0].topic)
         slot = self._sent.get(topic)
         if slot is None:
             slot = self._sent[topic] = [0, 0]
@@ -172,12 +177,12 @@ class ProxyMetrics:
     def _on_ack(self, status: int, request: Any, response: Any) -> None:
         ok = sum(1 for entry in response.entries if entry.status.code == _OK)
         if ok:
-            key = (request.topic.name, request.group.name)
+            key = (_name(request.topic), _name(request.group))
             self._acked[key] = self._acked.get(key, 0) + ok
 
     def _on_dlq(self, status: int, request: Any, response: Any) -> None:
         if status == _OK:
-            key = (request.topic.name, request.group.name)
+            key = (_name(request.topic), _name(request.group))
             self._dlq[key] = self._dlq.get(key, 0) + 1
 
     # ---- scrape -----------------------------------------------------------------------------
@@ -257,6 +262,7 @@ class ProxyHealth:
         self.ready = False
         self.reason = "routes not loaded yet"
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     async def start(self) -> None:
         await self._publish()
@@ -264,11 +270,14 @@ class ProxyHealth:
 
     async def shutdown(self) -> None:
         """NOT_SERVING for every service from now on (load balancers drain the proxy)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        self._closing = True
+        task, self._task = self._task, None
+        while task is not None and not task.done():
+            # Asked again until it ends: under Python 3.11 asyncio.wait_for (the Remoting calls of a
+            # probe) can swallow a cancellation that arrives as its call completes, and the loop
+            # would go on probing while this waited forever (a proxy worker then outlived its stop).
+            task.cancel()
+            await asyncio.wait([task], timeout=1.0)
         self.ready = False
         self.reason = "shutting down"
         await self.servicer.enter_graceful_shutdown()
@@ -277,7 +286,7 @@ class ProxyHealth:
         return True if self.ready else self.reason
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             await self.probe()
             await asyncio.sleep(READY_RECHECK_INTERVAL_SECONDS if self.ready else READY_PROBE_INTERVAL_SECONDS)
 

@@ -30,9 +30,9 @@ class OffsetActivity:
         self.config = config
         self.cluster = cluster
 
-    async def _queue_addr(self, mq: pb.MessageQueue) -> str:
-        topic = mq.topic.name
-        validation.validate_topic(topic)
+    async def _queue_addr(self, mq: pb.MessageQueue) -> tuple[str, str]:
+        """(master address, topic as the brokers know it: "{namespace}%{name}") of a queue."""
+        topic = validation.topic_of(mq.topic)
         if mq.id < 0:
             raise ProxyError(Code.BAD_REQUEST, f"queue id {mq.id} is not a queue")
         route = await self.cluster.route(topic)
@@ -42,24 +42,23 @@ class OffsetActivity:
                     raise ProxyError(Code.BAD_REQUEST, f"queue {mq.id} does not exist on {qd.broker_name}")
                 addr = self.cluster.master_addr(route, qd.broker_name)
                 if addr:
-                    return addr
+                    return addr, topic
         raise ProxyError(Code.NOT_FOUND, f"broker {mq.broker.name!r} does not serve topic {topic}")
 
     async def pull_message(self, ctx: ProxyContext, request: spb.PullMessageRequest
                            ) -> AsyncIterator[spb.PullMessageResponse]:
         try:
-            group = request.group.name
-            validation.validate_consumer_group(group)
+            group = validation.group_of(request.group)
             mq = request.message_queue
-            addr = await self._queue_addr(mq)
+            addr, topic = await self._queue_addr(mq)
             if request.offset < 0:
                 raise ProxyError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
-            sub = subscription_data(mq.topic.name, request.filter_expression)
+            sub = subscription_data(topic, request.filter_expression)
             suspend = request.long_polling_timeout.ToMilliseconds() if request.HasField("long_polling_timeout") else 0
             suspend = max(0, min(suspend, self.config.grpc_client_consumer_max_long_polling_timeout_millis))
             batch = request.batch_size if request.batch_size > 0 else MAX_PULL_BATCH
             header = h.PullMessageRequestHeader(
-                consumer_group=group, topic=mq.topic.name, queue_id=mq.id, queue_offset=request.offset,
+                consumer_group=group, topic=topic, queue_id=mq.id, queue_offset=request.offset,
                 max_msg_nums=min(batch, MAX_PULL_BATCH),
                 sys_flag=sysflag.build_pull_sys_flag(False, suspend > 0, True, False),
                 commit_offset=0, suspend_timeout_millis=suspend, subscription=sub.sub_string, sub_version=0,
@@ -81,20 +80,20 @@ class OffsetActivity:
         yield spb.PullMessageResponse(next_offset=result.next_begin_offset)
 
     async def update_offset(self, ctx: ProxyContext, request: spb.UpdateOffsetRequest) -> spb.UpdateOffsetResponse:
-        validation.validate_consumer_group(request.group.name)
+        group = validation.group_of(request.group)
         mq = request.message_queue
-        addr = await self._queue_addr(mq)
+        addr, topic = await self._queue_addr(mq)
         if request.offset < 0:
             raise ProxyError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
-        await self.cluster.api.update_consumer_offset(addr, request.group.name, mq.topic.name, mq.id, request.offset)
+        await self.cluster.api.update_consumer_offset(addr, group, topic, mq.id, request.offset)
         return spb.UpdateOffsetResponse(status=errors.ok())
 
     async def get_offset(self, ctx: ProxyContext, request: spb.GetOffsetRequest) -> spb.GetOffsetResponse:
-        validation.validate_consumer_group(request.group.name)
+        group = validation.group_of(request.group)
         mq = request.message_queue
-        addr = await self._queue_addr(mq)
+        addr, topic = await self._queue_addr(mq)
         try:
-            offset = await self.cluster.api.query_consumer_offset(addr, request.group.name, mq.topic.name, mq.id,
+            offset = await self.cluster.api.query_consumer_offset(addr, group, topic, mq.id,
                                                                   set_zero_if_not_found=False)
         except MQBrokerError as exc:
             if exc.code == ResponseCode.QUERY_NOT_FOUND:
@@ -104,17 +103,17 @@ class OffsetActivity:
 
     async def query_offset(self, ctx: ProxyContext, request: spb.QueryOffsetRequest) -> spb.QueryOffsetResponse:
         mq = request.message_queue
-        addr = await self._queue_addr(mq)
+        addr, topic = await self._queue_addr(mq)
         api = self.cluster.api
         policy = request.query_offset_policy
         if policy == pb.QueryOffsetPolicy.BEGINNING:
-            offset = await api.get_min_offset(addr, mq.topic.name, mq.id)
+            offset = await api.get_min_offset(addr, topic, mq.id)
         elif policy == pb.QueryOffsetPolicy.END:
-            offset = await api.get_max_offset(addr, mq.topic.name, mq.id)
+            offset = await api.get_max_offset(addr, topic, mq.id)
         elif policy == pb.QueryOffsetPolicy.TIMESTAMP:
             if not request.HasField("timestamp"):
                 raise ProxyError(Code.BAD_REQUEST, "timestamp is required by QueryOffsetPolicy.TIMESTAMP")
-            offset = await api.search_offset(addr, mq.topic.name, mq.id, request.timestamp.ToMilliseconds())
+            offset = await api.search_offset(addr, topic, mq.id, request.timestamp.ToMilliseconds())
         else:
             raise ProxyError(Code.BAD_REQUEST, f"unknown query offset policy {policy}")
         return spb.QueryOffsetResponse(status=errors.ok(), offset=offset)

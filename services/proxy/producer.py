@@ -9,6 +9,7 @@ import time
 
 from orbitmq.client import MQBrokerError
 from orbitmq.client.results import SendResult, SendStatus
+from orbitmq.common import speedups
 from orbitmq.common.constants import is_retry_topic
 from orbitmq.common.message import Message
 from orbitmq.common.protowire import varint as _varint
@@ -62,6 +63,7 @@ _TOPIC_TYPE_OF_MESSAGE = {
     pb.MessageType.FIFO: TopicMessageType.FIFO,
     pb.MessageType.DELAY: TopicMessageType.DELAY,
     pb.MessageType.TRANSACTION: TopicMessageType.TRANSACTION,
+    pb.MessageType.PRIORITY: TopicMessageType.PRIORITY,
 }
 OK = Code.OK
 _INTERNAL_SERVER_ERROR = Code.INTERNAL_SERVER_ERROR
@@ -102,6 +104,7 @@ _MESSAGE_ID_TAG = b"\x12"  # SendResultEntry.message_id = 2, length-delimited
 _OFFSET_TAG = b"\x20"  # SendResultEntry.offset = 4, varint
 
 
+# Compiled twin: _speedups_producer.ok_response (same response).
 def ok_response(message_ids: list[str], first_offset: int) -> spb.SendMessageResponse:
     """SendMessageResponse{OK, one OK entry per id at consecutive offsets from first_offset >= 0}.
 
@@ -134,14 +137,19 @@ def ok_response(message_ids: list[str], first_offset: int) -> spb.SendMessageRes
 _py_ok_response = ok_response
 
 
+# Compiled twin: _speedups_producer.encode_messages (same lists, same errors).
 def encode_messages(request: spb.SendMessageRequest, topic: str, namespace: str, remote_address: str,
-                    config: ProxyConfig, accepted: frozenset[int] | None,
-                    topic_type: TopicMessageType | None) -> tuple[list[bytes], list[str], list[str]]:
+                    config: ProxyConfig, accepted: frozenset[int] | None, topic_type: TopicMessageType | None,
+                    producer_group: str | None = None) -> tuple[list[bytes], list[str], list[str]]:
     """(bodies, properties strings, message ids) of a SendMessage request, checked message by message.
 
-    Per message: same topic, body size, properties (encode_message_properties) and the topic's
-    message type, in that order; the first refusal raises. Producer group = the topic.
+    Per message: same topic (``topic`` and ``namespace`` as the client named them), body size,
+    properties (encode_message_properties) and the topic's message type, in that order; the first
+    refusal raises. Producer group: ``producer_group``, the topic the brokers know (by default
+    ``topic``), as SendMessageActivity#buildMessage names it for the transaction checker.
     """
+    if producer_group is None:
+        producer_group = topic
     empty_check = config.enable_message_body_empty_check
     limit = config.max_message_size
     encode = converter.encode_message_properties
@@ -155,9 +163,9 @@ def encode_messages(request: spb.SendMessageRequest, topic: str, namespace: str,
         body = proto.body
         if (empty_check and not body) or 0 < limit < len(body):
             converter.validate_body(body, config)
-        props, message_id, message_type = encode(proto, topic, remote_address, config)
+        props, message_id, message_type = encode(proto, producer_group, remote_address, config)
         if accepted is not None and message_type not in accepted:
-            check_message_type(topic, topic_type, message_type)
+            check_message_type(producer_group, topic_type, message_type)
         bodies.append(body)
         properties.append(props)
         ids.append(message_id)
@@ -168,17 +176,21 @@ _py_encode_messages = encode_messages
 
 
 def _encode_one(proto: pb.Message, topic: str, namespace: str, remote_address: str, config: ProxyConfig,
-                accepted: frozenset[int] | None, topic_type: TopicMessageType | None) -> tuple[bytes, str, str]:
+                accepted: frozenset[int] | None, topic_type: TopicMessageType | None,
+                producer_group: str | None = None) -> tuple[bytes, str, str]:
     """One message of encode_messages (the compiled one hands it the messages it does not write)."""
+    if producer_group is None:
+        producer_group = topic
     resource = proto.topic
     if resource.name != topic or resource.resource_namespace != namespace:
         raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
     body = proto.body
     if (config.enable_message_body_empty_check and not body) or 0 < config.max_message_size < len(body):
         converter.validate_body(body, config)
-    props, message_id, message_type = converter.encode_message_properties(proto, topic, remote_address, config)
+    props, message_id, message_type = converter.encode_message_properties(proto, producer_group, remote_address,
+                                                                          config)
     if accepted is not None and message_type not in accepted:
-        check_message_type(topic, topic_type, message_type)
+        check_message_type(producer_group, topic_type, message_type)
     return body, props, message_id
 
 
@@ -205,9 +217,8 @@ class ProducerActivity:
         cluster = self.cluster
         first = protos[0]
         resource = first.topic
-        topic = resource.name
-        namespace = resource.resource_namespace
-        validation.validate_topic(topic)
+        # The topic the brokers know: "{namespace}%{name}" (GrpcConverter#wrapResourceWithNamespace).
+        topic = validation.topic_of(resource)
         accepted: frozenset[int] | None = None
         if config.enable_topic_message_type_check:
             topic_type = cluster.cached_topic_message_type(topic)
@@ -217,16 +228,19 @@ class ProducerActivity:
         else:
             topic_type = None
         remote_address = ctx.remote_address
-        bodies, properties, ids = encode_messages(request, topic, namespace, remote_address, config, accepted,
-                                                  topic_type)
+        bodies, properties, ids = encode_messages(request, resource.name, resource.resource_namespace, remote_address,
+                                                  config, accepted, topic_type, topic)
         single = len(bodies) == 1
+        sys_flag = converter.build_sys_flag(first)
+        if not single:
+            # One sysFlag goes with the whole batch: a mixed one would be misfiled, so it is refused.
+            converter.check_batch_transactions(properties, sys_flag)
         # A batch goes to its first message's group queue too (the SDK batches one message group per
         # request), so batched FIFO messages keep their group's order.
         group = first.system_properties.message_group or None
         queue = cluster.cached_write_queue(topic, group)
         if queue is None:
             queue = await cluster.select_write_queue(topic, group)
-        sys_flag = converter.build_sys_flag(first)
         api = cluster.api
         try:
             if not single:
@@ -338,7 +352,7 @@ class ProducerActivity:
             except (MQBrokerError, RemotingError) as again:
                 exc = again
 
-try:  # the compiled accelerator (setup.py); the code above runs where it was not built
-    from orbitmq.proxy._speedups_producer import encode_messages, ok_response  # noqa: F811
-except ImportError:
-    pass
+_fast = speedups.load("orbitmq.proxy._speedups_producer")  # None: the code above runs
+if _fast is not None:
+    encode_messages = _fast.encode_messages
+    ok_response = _fast.ok_response

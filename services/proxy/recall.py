@@ -36,8 +36,7 @@ class RecallActivity:
         self.cluster = cluster
 
     async def recall_message(self, ctx: ProxyContext, request: spb.RecallMessageRequest) -> spb.RecallMessageResponse:
-        topic = request.topic.name
-        validation.validate_topic(topic)
+        topic = validation.topic_of(request.topic)  # "{namespace}%{name}"
         if self.config.enable_topic_message_type_check:
             check_message_type(topic, await self.cluster.topic_message_type(topic), pb.MessageType.DELAY)
         try:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from orbitmq.common.constants import MASTER_ID, is_readable, is_writeable
+from orbitmq.common.route import TopicRouteData
 from orbitmq.common.topic_config import TopicMessageType
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proxy import errors, validation
+from orbitmq.proxy.client_manager import ClientManager
 from orbitmq.proxy.cluster import ClusterService
 from orbitmq.proxy.config import ProxyConfig
+from orbitmq.proxy.context import ProxyContext
+from orbitmq.proxy.heartbeat_syncer import HeartbeatSyncer
+from orbitmq.proxy.pull_assignment import BrokerQueueLocks, PullAssignments
 
 Code = pb.Code
 
@@ -17,6 +24,7 @@ ACCEPT_TYPES: dict[TopicMessageType, list[int]] = {
     TopicMessageType.FIFO: [pb.MessageType.FIFO],
     TopicMessageType.DELAY: [pb.MessageType.DELAY],
     TopicMessageType.TRANSACTION: [pb.MessageType.TRANSACTION],
+    TopicMessageType.PRIORITY: [pb.MessageType.PRIORITY],  # RouteActivity#parseTopicMessageType
     TopicMessageType.MIXED: [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY,
                              pb.MessageType.TRANSACTION],
     TopicMessageType.UNSPECIFIED: [pb.MessageType.MESSAGE_TYPE_UNSPECIFIED],
@@ -35,9 +43,41 @@ def permission(perm: int) -> int:
 
 
 class RouteActivity:
-    def __init__(self, config: ProxyConfig, cluster: ClusterService) -> None:
+    def __init__(self, config: ProxyConfig, cluster: ClusterService, clients: ClientManager | None = None) -> None:
         self.config = config
         self.cluster = cluster
+        # Subscribed PULL_CONSUMER clients share their group's queues (services/proxy/pull_assignment.py).
+        self.clients = clients
+        self.pull_assignments: PullAssignments | None = None
+        # Members on the other proxies (services/proxy/heartbeat_syncer.py), started by the first
+        # PULL_CONSUMER that asks.
+        self.pull_sync: HeartbeatSyncer | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+        if clients is not None:
+            pa = self.pull_assignments = PullAssignments(clients.live_pull_consumers, BrokerQueueLocks(cluster))
+            sync = self.pull_sync = HeartbeatSyncer(config, cluster, pa.members, on_tick=pa.sweep)
+            pa.remote_members, pa.on_members_changed = sync.remote_members, sync.changed
+            clients.client_gone_hooks.append(self._forget_pull_client)
+            clients.stream_closed_hooks.append(self._pull_stream_closed)
+
+    async def _forget_pull_client(self, client_id: str) -> None:
+        if self.pull_assignments is not None:
+            await self.pull_assignments.forget(client_id)
+
+    def _pull_stream_closed(self, client_id: str) -> None:
+        """A stream ended (a killed client's ends at once): its queues are free now, not at the next sweep."""
+        if self.pull_assignments is None or not self.pull_assignments.holds(client_id):
+            return
+        task = asyncio.create_task(self.pull_assignments.sweep(renew=False))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def shutdown(self) -> None:
+        """Stop the HeartbeatSyncer (its peers drop this proxy's members at once) and pending sweeps."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        if self.pull_sync is not None:
+            await self.pull_sync.shutdown()
 
     def proxy_endpoints(self, requested: pb.Endpoints) -> pb.Endpoints:
         """Where clients reach this proxy: localServeAddr, else the address they dialled."""
@@ -55,8 +95,7 @@ class RouteActivity:
                             addresses=[pb.Address(host="127.0.0.1", port=self.config.grpc_server_port)])
 
     async def query_route(self, request: spb.QueryRouteRequest) -> spb.QueryRouteResponse:
-        topic = request.topic.name
-        validation.validate_topic(topic)
+        topic = validation.topic_of(request.topic)  # "{namespace}%{name}"; answered as the client named it
         route = await self.cluster.route(topic)
         accept = ACCEPT_TYPES[await self.cluster.topic_message_type(topic)]
         endpoints = self.proxy_endpoints(request.endpoints)
@@ -96,12 +135,14 @@ class RouteActivity:
                 qid += 1
         return out
 
-    async def query_assignment(self, request: spb.QueryAssignmentRequest) -> spb.QueryAssignmentResponse:
-        topic = request.topic.name
-        validation.validate_topic(topic)
-        validation.validate_consumer_group(request.group.name)
+    async def query_assignment(self, request: spb.QueryAssignmentRequest, ctx: ProxyContext | None = None
+                               ) -> spb.QueryAssignmentResponse:
+        topic = validation.topic_of(request.topic)
+        group_name = validation.group_of(request.group)
         route = await self.cluster.route(topic)
-        group = await self.cluster.group_config(request.group.name)
+        if ctx is not None and self.clients is not None and self.clients.is_pull_consumer(ctx.client_id):
+            return await self._pull_assignment(request, ctx.client_id, route)
+        group = await self.cluster.group_config(group_name)
         fifo = bool(group and group.consume_message_orderly)
         endpoints = self.proxy_endpoints(request.endpoints)
         assignments: list[pb.Assignment] = []
@@ -117,4 +158,31 @@ class RouteActivity:
                 assignments.append(pb.Assignment(message_queue=mq))
         if not assignments:
             return spb.QueryAssignmentResponse(status=errors.status(Code.FORBIDDEN, "no readable queue"))
+        return spb.QueryAssignmentResponse(status=errors.ok(), assignments=assignments)
+
+    async def _pull_assignment(self, request: spb.QueryAssignmentRequest, client_id: str,
+                               route: TopicRouteData) -> spb.QueryAssignmentResponse:
+        """A PULL_CONSUMER's share of the topic's readable queues (QueryAssignmentProcessor with
+        MessageModel CLUSTERING): queue ids 0..readQueueNums-1 of every readable set, as
+        topicRouteData2TopicSubscribeInfo lists them, divided over the group's members on every proxy
+        and given only while the brokers lock them for the client (services/proxy/pull_assignment.py).
+        An empty share is an answer too: the client releases what it holds."""
+        perms: dict[str, int] = {}
+        queues: list[tuple[str, int]] = []
+        for qd in route.queue_datas:
+            if not is_readable(qd.perm) or qd.read_queue_nums <= 0 or route.broker_data(qd.broker_name) is None:
+                continue
+            perms[qd.broker_name] = qd.perm
+            queues.extend((qd.broker_name, qid) for qid in range(qd.read_queue_nums))
+        if not queues:
+            return spb.QueryAssignmentResponse(status=errors.status(Code.FORBIDDEN, "no readable queue"))
+        assert self.pull_assignments is not None and self.pull_sync is not None
+        self.pull_sync.start()
+        key = (request.group.resource_namespace, request.group.name, request.topic.name)
+        endpoints = self.proxy_endpoints(request.endpoints)
+        assignments = [
+            pb.Assignment(message_queue=pb.MessageQueue(
+                topic=request.topic, id=qid, permission=permission(perms[broker]),
+                broker=pb.Broker(name=broker, id=MASTER_ID, endpoints=endpoints)))
+            for broker, qid in await self.pull_assignments.assign(key, client_id, queues)]
         return spb.QueryAssignmentResponse(status=errors.ok(), assignments=assignments)

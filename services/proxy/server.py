@@ -25,6 +25,7 @@ from orbitmq.proxy.metrics import ProxyHealth, ProxyMetrics
 from orbitmq.proxy.offsets import OffsetActivity
 from orbitmq.proxy.producer import ProducerActivity
 from orbitmq.proxy.recall import RecallActivity
+from orbitmq.proxy.remoting.server import RemotingProtocolServer
 from orbitmq.proxy.route import RouteActivity
 from orbitmq.proxy.service import MessagingService
 from orbitmq.proxy.trace import ProxyTracer
@@ -51,6 +52,7 @@ class ProxyServer:
         self.api: MQClientAPI | None = None
         self.routes: TopicRouteCache | None = None
         self.clients: ClientManager | None = None
+        self.route: RouteActivity | None = None
         self.consumer: ConsumerActivity | None = None
         self.cluster: ClusterService | None = None
         # metrics and health (services/proxy/metrics.py); metrics None when metricsExporterType=DISABLE
@@ -61,6 +63,7 @@ class ProxyServer:
         self._credentials: tls.ReloadableCredentials | None = None
         self._cert_watch: FileWatchService | None = None
         self.tracer: ProxyTracer | None = None  # traceEnable: trace records for gRPC clients
+        self.remoting: RemotingProtocolServer | None = None  # remotingListenPort (services/proxy/remoting/)
 
     def failover_stats(self) -> dict[str, int]:
         """broker_failures, send_retries, possible_duplicates (messages re-sent after an unknown outcome)."""
@@ -87,7 +90,8 @@ class ProxyServer:
         cluster = self.cluster = ClusterService(cfg, self.api, self.routes)
         self.clients = ClientManager(cfg, cluster)
         self.consumer = ConsumerActivity(cfg, cluster, self.clients)
-        service = MessagingService(RouteActivity(cfg, cluster), ProducerActivity(cfg, cluster), self.consumer,
+        self.route = RouteActivity(cfg, cluster, self.clients)  # its HeartbeatSyncer stops with the server
+        service = MessagingService(self.route, ProducerActivity(cfg, cluster), self.consumer,
                                    OffsetActivity(cfg, cluster), self.clients)
         # Transactions (services/proxy/transaction.py): EndTransaction and the check-back relay.
         service.transactions = TransactionActivity(cfg, cluster, self.clients)
@@ -101,6 +105,7 @@ class ProxyServer:
             tracer.start()
         service.recall = RecallActivity(cfg, cluster)  # RecallMessage (services/proxy/recall.py)
         limit = cfg.grpc_max_inbound_message_size
+        auth = None
         if cfg.auth_enabled:  # ACL 2.0 (services/proxy/auth.py), inside the metrics' wrappers: refusals counted
             auth = new_proxy_auth_checker(cfg, cluster, self.api)
             if self.metrics is not None:
@@ -136,8 +141,15 @@ class ProxyServer:
         self.routes.start()
         self.clients.start()
         self.consumer.start()
+        # The Remoting port (services/proxy/remoting/): Remoting clients through the proxy.
+        self.remoting = RemotingProtocolServer(cfg, cluster, self.routes, self.host, reuse_port=self.reuse_port)
+        if auth is not None:  # the same users, ACLs and caches as the gRPC port's
+            self.remoting.install_auth(auth)
+        await self.remoting.start()
+        cfg.remoting_listen_port = self.remoting.port
         await self.health.start()
-        log.info("gRPC proxy listening on %s:%d (NameServers %s)", self.host, port, ";".join(namesrvs))
+        log.info("gRPC proxy listening on %s:%d, Remoting on %d (NameServers %s)", self.host, port,
+                 self.remoting.port, ";".join(namesrvs))
 
     async def _add_ports(self, server: grpc.aio.Server) -> int:
         """The gRPC ports for tls.server.mode (services/proxy/tls.py): plaintext only, TLS only, or
@@ -191,6 +203,11 @@ class ProxyServer:
         if self._server is not None:
             await self._server.stop(self.config.grpc_shutdown_time_seconds)
             self._server = None
+        if self.remoting is not None:
+            await self.remoting.shutdown()
+            self.remoting = None
+        if self.route is not None:
+            await self.route.shutdown()
         if self.clients is not None:
             await self.clients.shutdown()
         if self.consumer is not None:

@@ -1,7 +1,11 @@
 """apache.rocketmq.v2.MessagingService: one thin method per RPC, routed to its activity.
 
 Every call first checks the caller names itself (x-mq-client-id), and every failure comes back
-as gRPC OK with a Status, never as a transport error or a stack trace.
+as gRPC OK with a Status, never as a transport error or a stack trace; the one exception is
+upstream's too: a Telemetry stream whose Settings are invalid ends with INVALID_ARGUMENT (or
+INTERNAL) and no command (ClientActivity#processTelemetryException), so that a starting client
+fails at once instead of waiting. Refused credentials are answered with a Status command by the
+auth interceptor (services/proxy/auth.py), as upstream's pipeline answers them.
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ from orbitmq.proxy.transaction import TransactionActivity
 
 log = logging.getLogger("orbitmq.proxy.service")
 Code = pb.Code
+
+
+def telemetry_refusal(status: pb.Status) -> tuple[grpc.StatusCode, str]:
+    """The gRPC status ending a Telemetry stream whose Settings were refused (ClientActivity#
+    processTelemetryException): INVALID_ARGUMENT for a client's error (a 4xxxx code), else INTERNAL."""
+    client_error = Code.BAD_REQUEST <= status.code < Code.INTERNAL_ERROR
+    return (grpc.StatusCode.INVALID_ARGUMENT if client_error else grpc.StatusCode.INTERNAL,
+            f"process client telemetryCommand failed. {status.message}")
 
 
 class MessagingService(sgrpc.MessagingServiceServicer):
@@ -77,7 +89,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     async def QueryAssignment(self, request, context):
         return await self._unary(context, spb.QueryAssignmentResponse,
-                                 lambda ctx: self.route.query_assignment(request))
+                                 lambda ctx: self.route.query_assignment(request, ctx))
 
     async def Heartbeat(self, request, context):
         return await self._unary(context, spb.HeartbeatResponse, lambda ctx: self.clients.heartbeat(ctx, request))
@@ -99,6 +111,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             yield spb.TelemetryCommand(status=errors.status_of(exc))
             return
         offer = self.clients.offer  # bounded: a client that does not read loses its stream
+        refused: list[pb.Status] = []
 
         async def read() -> None:
             try:
@@ -107,8 +120,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                     if which == "settings":
                         try:
                             reply = await self.clients.on_settings(ctx, command.settings)
-                        except Exception as exc:  # noqa: BLE001 -- refused settings get a Status
-                            reply = spb.TelemetryCommand(status=errors.status_of(exc))
+                        except Exception as exc:  # noqa: BLE001 -- refused settings end the stream
+                            # with an error and no command, as ClientActivity#processTelemetryException:
+                            # a client still starting fails at once (a Status command first makes
+                            # the Java client warn and the Go client log an error).
+                            refused.append(errors.status_of(exc))
+                            return
                         offer(outbox, reply)
                     elif which in ("thread_stack_trace", "verify_message_result"):
                         if self.relay is not None:  # a client's answer to a relayed broker request
@@ -130,6 +147,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 if item is None:
                     break
                 yield item
+            if refused:
+                await context.abort(*telemetry_refusal(refused[0]))
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

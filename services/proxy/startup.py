@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 
+from orbitmq.common.config import load_configs, parse_cli_overrides
+from orbitmq.common.log import setup_logging
 from orbitmq.common.metrics import exporter_type, hub
 from orbitmq.common.runtime import freeze_startup_objects, stop_on_signals, watch_parent
-from orbitmq.config import load_configs, parse_cli_overrides
-from orbitmq.log import setup_logging
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.server import ProxyServer
-from orbitmq.proxy.workers import WORKER_METRICS, WORKER_READY, ProxyWorkerPool
+from orbitmq.proxy.workers import WORKER_METRICS, WORKER_READY, WORKER_STOP_TIMEOUT_SECONDS, ProxyWorkerPool
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,14 +57,23 @@ async def serve(config: ProxyConfig, host: str = "0.0.0.0", *, worker: bool = Fa
         print(f"{WORKER_READY} {server.port}", flush=True)
         watcher = asyncio.create_task(watch_parent(stop))
     else:
-        print(f"The proxy boot success, gRPC endpoint 127.0.0.1:{server.port}, namesrv {config.namesrv_addr}",
-              flush=True)
+        print(f"The proxy boot success, gRPC endpoint 127.0.0.1:{server.port}, namesrv {config.namesrv_addr}, "
+              f"Remoting endpoint 127.0.0.1:{config.remoting_listen_port}", flush=True)
     try:
         await stop.wait()
     finally:
-        if watcher is not None:
+        if watcher is None:
+            await server.shutdown()
+        else:
             watcher.cancel()
-        await server.shutdown()
+            # A worker never outlives its supervisor (watch_parent): its shutdown gets the supervisor's
+            # own stop timeout, then the process ends whatever is still waiting on a broker.
+            try:
+                await asyncio.wait_for(server.shutdown(), WORKER_STOP_TIMEOUT_SECONDS)
+            except TimeoutError:
+                print(f"orbitmq proxy worker: shutdown not done after {WORKER_STOP_TIMEOUT_SECONDS:.0f} s, "
+                      "exiting", file=sys.stderr, flush=True)
+                os._exit(1)
 
 
 def worker_argv(args: argparse.Namespace, config: ProxyConfig) -> list[str]:
@@ -86,7 +96,9 @@ async def serve_workers(config: ProxyConfig, args: argparse.Namespace) -> None:
         await hub().acquire(config, default_host="0.0.0.0")  # the workers' merged /metrics
         await pool.start()
         print(f"The proxy boot success, gRPC endpoint 127.0.0.1:{config.grpc_server_port}, namesrv "
-              f"{config.namesrv_addr}, {args.workers} workers (pids {' '.join(map(str, pool.pids))})", flush=True)
+              f"{config.namesrv_addr}, {args.workers} workers (pids {' '.join(map(str, pool.pids))}), "
+              + (f"Remoting endpoint 127.0.0.1:{config.remoting_listen_port}" if config.remoting_listen_port
+                 else "Remoting on an ephemeral port per worker"), flush=True)
         await stop.wait()
     finally:
         await pool.shutdown()

@@ -185,8 +185,7 @@ class TransactionActivity:
 
     async def end_transaction(self, ctx: ProxyContext, request: spb.EndTransactionRequest
                               ) -> spb.EndTransactionResponse:
-        topic = request.topic.name
-        validation.validate_topic(topic)
+        topic = validation.topic_of(request.topic)  # "{namespace}%{name}": the producer group too
         handle = decode_transaction_id(request.transaction_id)
         message_id = request.message_id
         if not message_id.strip():

@@ -15,7 +15,6 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +25,9 @@ from orbitmq.common.sysflag import build_pull_sys_flag
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting import RemotingClient, RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import ProcessRunner, free_port
+from tests.support import free_port
+from tests.support.process import running
+from tests.support.services import boot_broker, write_broker_conf
 
 CLUSTER = "AdminCluster"
 BROKER_NAME = "broker-admin"
@@ -38,31 +39,17 @@ class Cluster:
     addr: str
 
 
-def write_broker_conf(tmp_path: Path, port: int, namesrv: str) -> Path:
-    values = {"brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerIP1": "127.0.0.1",
-              "listenPort": port, "storePathRootDir": str(tmp_path / "store"), "namesrvAddr": namesrv,
-              "mappedFileSizeCommitLog": 4 * 1024 * 1024}
-    path = tmp_path / "broker.conf"
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp_path = tmp_path_factory.mktemp("admin-cli")
-    runner = ProcessRunner(tmp_path / "procs")
-    try:
+    with running(tmp_path / "procs") as runner:
         namesrv_port, port = free_port(), free_port()
         runner.start("namesrv", [f"listenPort={namesrv_port}"], ready_port=namesrv_port)
         namesrv = f"127.0.0.1:{namesrv_port}"
-        runner.start("broker", ["-c", str(write_broker_conf(tmp_path, port, namesrv))], ready_text="boot success",
-                     ready_port=port, timeout=20)
+        conf = write_broker_conf(tmp_path / "broker.conf", port, tmp_path / "store", brokerClusterName=CLUSTER,
+                                 brokerName=BROKER_NAME, namesrvAddr=namesrv)
+        boot_broker(runner, conf, port, timeout=20)
         yield Cluster(namesrv, f"127.0.0.1:{port}")
-    except BaseException:
-        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
-        raise
-    finally:
-        runner.stop_all()
 
 
 def admin(cluster: Cluster | None, *args: str, namesrv: str | None = None,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ProcessRunner, start_broker, start_namesrv
+from tests.support import start_broker, start_namesrv
+from tests.support.process import running
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,19 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def two_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
     workdir = tmp_path_factory.mktemp("copy-auth")
-    runner = ProcessRunner(workdir)
-    try:
+    with running(workdir) as runner:
         _, namesrv = start_namesrv(runner, name="namesrv")
         (workdir / "a").mkdir()
         (workdir / "b").mkdir()
         _, source = start_broker(runner, workdir / "a", namesrv, name="broker-a")
         _, target = start_broker(runner, workdir / "b", namesrv, name="broker-b", brokerName="broker-b")
         yield namesrv, source, target
-    except BaseException:
-        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
-        raise
-    finally:
-        runner.stop_all()
 
 
 def admin(namesrv: str, *args: str) -> subprocess.CompletedProcess[str]:

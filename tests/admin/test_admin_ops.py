@@ -1,8 +1,8 @@
-"""mqadmin's operator commands (sdk/admin/ops_commands.py) run as `orbitmq admin` subprocesses
-against a real NameServer and broker: each command's effect, read back through the broker or
-the NameServer, its output layout and --json, and its error paths (missing or malformed flags
-print the usage and exit 2; unknown topics, groups, brokers and config keys exit 1 and change
-nothing).
+"""mqadmin's operator commands (sdk/admin/commands/: topic, namesrv, broker, connection, consumer,
+offset, stats, message, queue, cluster) run as `orbitmq admin` subprocesses against a real
+NameServer and broker: each command's effect, read back through the broker or the NameServer,
+its output layout and --json, and its error paths (missing or malformed flags print the usage
+and exit 2; unknown topics, groups, brokers and config keys exit 1 and change nothing).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from orbitmq.common.message import Message, MessageExt
 from orbitmq.common.message_codec import decode_records
 from orbitmq.remoting import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import ProcessRunner, free_port
+from tests.support import free_port
+from tests.support.process import running
+from tests.support.services import boot_broker, write_broker_conf
 
 CLUSTER = "OpsCluster"
 BROKER_NAME = "broker-ops"
@@ -46,8 +48,7 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp_path = tmp_path_factory.mktemp("admin-ops")
-    runner = ProcessRunner(tmp_path / "procs")
-    try:
+    with running(tmp_path / "procs") as runner:
         namesrv_port, port = free_port(), free_port()
         runner.start("namesrv", [f"listenPort={namesrv_port}", f"kvConfigPath={tmp_path / 'kv.json'}",
                                  f"configStorePath={tmp_path / 'namesrv.properties'}"], ready_port=namesrv_port)
@@ -55,19 +56,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         # Retention runs often but, until an operator asks, deletes nothing: not its hour, the disk
         # never "full", files kept for 72 hours.
         not_now = (time.localtime().tm_hour + 12) % 24
-        values = {"brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerIP1": "127.0.0.1",
-                  "listenPort": port, "storePathRootDir": str(tmp_path / "store"), "namesrvAddr": namesrv,
-                  "mappedFileSizeCommitLog": SEGMENT, "cleanResourceInterval": 200, "deleteWhen": f"{not_now:02d}",
-                  "diskMaxUsedSpaceRatio": 99, "fileReservedTime": 72}
-        conf = tmp_path / "broker.conf"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-        runner.start("broker", ["-c", str(conf)], ready_text="boot success", ready_port=port, timeout=20)
+        conf = write_broker_conf(tmp_path / "broker.conf", port, tmp_path / "store", brokerClusterName=CLUSTER,
+                                 brokerName=BROKER_NAME, namesrvAddr=namesrv, mappedFileSizeCommitLog=SEGMENT,
+                                 cleanResourceInterval=200, deleteWhen=f"{not_now:02d}", diskMaxUsedSpaceRatio=99,
+                                 fileReservedTime=72)
+        boot_broker(runner, conf, port, timeout=20)
         yield Cluster(namesrv, f"127.0.0.1:{port}", tmp_path / "store")
-    except BaseException:
-        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
-        raise
-    finally:
-        runner.stop_all()
 
 
 def admin(cluster: Cluster, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -656,7 +650,7 @@ def test_every_command_has_help(flag: str, capsys: pytest.CaptureFixture[str]) -
         assert out.startswith(f"usage: orbitmq admin {name}") and "--json" in out, out
 
 
-# ---- lookups and planning (sdk/admin/lookup_commands.py) ------------------------------------------------
+# ---- lookups and planning (DecodeMessageId, allocateMQ, queryCq, sendMsgStatus, clusterRT, ...) ------------
 
 def test_decode_message_id_and_query_by_unique_key(cluster: Cluster) -> None:
     from orbitmq.common.message_id import create_uniq_id, uniq_id_ip

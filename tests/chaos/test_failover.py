@@ -30,7 +30,9 @@ CYCLES = int(os.environ.get("ORBITMQ_CHAOS_CYCLES", "10"))
 # Deliveries a consumer may hold un-acked when a master dies (receive batch x consumers).
 IN_FLIGHT_SLACK = 2 * 16
 # Consumer offsets reach slaves by SlaveSynchronize (every 3 s, a full copy after 10 s): what was
-# consumed this long before a master's death may be delivered again by the new master.
+# consumed this long before a master's death may be delivered again by the new master. A promoted
+# master raises concurrent POP offsets to its replicated checkpoints (docs/controller-ha.md), so
+# this applies to orderly groups, and to plain ones only where faults come faster than the copies.
 OFFSET_LAG_S = 13.0
 
 
@@ -89,15 +91,18 @@ async def _all_continue(loads: list[ChaosLoad], since: float, count: int = 20, t
             f"errors {dict(load.checker.send_errors)}")
 
 
-async def _finish(cluster: HACluster, loads: list[ChaosLoad], drain: float = 45) -> None:  # noqa: ASYNC109
-    """Stop producing, consume what is left, then check every load."""
+async def _finish(cluster: HACluster, loads: list[ChaosLoad], drain: float = 45,  # noqa: ASYNC109
+                  plain_offset_lag_s: float = OFFSET_LAG_S) -> None:
+    """Stop producing, consume what is left, then check every load (duplicates of a plain load
+    explained by offsets copied ``plain_offset_lag_s`` late)."""
     await asyncio.gather(*(load.drain(drain) for load in loads))
     for load in loads:
         await load.stop()
     proxy_dups = cluster.proxy_possible_duplicates()
     problems = []
     for load in loads:
-        report = load.checker.verify(load.checker.duplicate_bound(proxy_dups, IN_FLIGHT_SLACK, OFFSET_LAG_S))
+        lag = OFFSET_LAG_S if load.spec.fifo else plain_offset_lag_s
+        report = load.checker.verify(load.checker.duplicate_bound(proxy_dups, IN_FLIGHT_SLACK, lag))
         print(f"{load.spec.topic}: {report.summary()}; client resends {load.checker.client_resends}, "
               f"ack failures {load.checker.ack_failures}, proxy possible duplicates {proxy_dups}")
         assert report.acked > 0, f"{load.spec.topic}: nothing was acknowledged"
@@ -116,7 +121,8 @@ async def test_kill_master_under_load_elects_a_new_master_and_clients_continue(h
         old, new, killed_at = await _kill_master(cluster, *(load.checker for load in loads))
         assert new != old
         await _all_continue(loads, killed_at)
-    await _finish(cluster, loads)
+    # One master kill: the plain group's duplicates are only what was in flight or failed.
+    await _finish(cluster, loads, plain_offset_lag_s=0.0)
 
 
 async def test_kill_controller_leader_then_master(ha_cluster: HACluster) -> None:

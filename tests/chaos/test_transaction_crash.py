@@ -26,6 +26,7 @@ from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from tests.interop import rawgrpc
 from tests.interop.harness import Cluster, start_cluster, unique
+from tests.support import boot_broker
 
 Code = pb.Code
 
@@ -95,8 +96,7 @@ def test_sigkill_during_half_message_writes_loses_no_acknowledged_half(crash_clu
 
     conf = cluster.runner.workdir / "broker.conf"
     port = int(cluster.broker.rsplit(":", 1)[1])
-    cluster.runner.start("broker", ["-c", str(conf)], ready_port=port, ready_text="boot success",
-                         name="broker", timeout=60)
+    boot_broker(cluster.runner, conf, port, name="broker", timeout=60)
 
     explicit, by_check = acked[::2], acked[1::2]
     channel, stub = cluster.stub()

@@ -23,12 +23,13 @@ import yaml
 from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.store.config import MessageStoreConfig
 from orbitmq.cli import COMMANDS
-from orbitmq.config import load_configs
+from orbitmq.common.config import load_configs
 from orbitmq.controller.config import ControllerConfig
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.proxy.config import ProxyConfig
 from tests.deploy import k8s_model as km
 from tests.support.kustomize import config_map_hash, object_key, render
+from tests.support.source_roots import source_roots
 
 CONFIG_CLASSES = {"namesrv": (NamesrvConfig,), "controller": (ControllerConfig,),
                   "broker": (BrokerConfig, MessageStoreConfig), "proxy": (ProxyConfig,)}
@@ -325,10 +326,10 @@ def test_monitoring_objects_are_well_formed():
 
 
 def test_alert_rules_query_metrics_the_code_exports():
-    """Every metric name a rule uses is defined in services/ or sdk/ (the live scrape in
+    """Every metric name a rule uses is defined in the source roots (the live scrape in
     test_k8s_boot.py checks the running processes export them)."""
-    sources = "\n".join(p.read_text(encoding="utf-8") for root in ("services", "sdk")
-                        for p in (km.REPO / root).rglob("*.py"))
+    sources = "\n".join(p.read_text(encoding="utf-8") for root in source_roots().values()
+                        for p in root.rglob("*.py"))
     names = km.rule_metric_names(km.rendered("ha"))
     assert {"rocketmq_consumer_lag_messages", "rocketmq_proxy_rpc_total", "active_broker_num"} <= names
     missing = {n for n in names if f'"{n}"' not in sources and f'"{n.removesuffix("_total")}"' not in sources}

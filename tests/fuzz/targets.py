@@ -441,8 +441,9 @@ class _Writer:
 
 
 def _ha_service() -> SimpleNamespace:
-    store = SimpleNamespace(get_max_phy_offset=lambda: 0, append_to_commit_log=lambda offset, body: True,
-                            set_confirm_offset=lambda offset: None, truncate_files=lambda offset: True)
+    replication = SimpleNamespace(append_to_commit_log=lambda offset, body: True,
+                                  set_confirm_offset=lambda offset: None, truncate_files=lambda offset: True)
+    store = SimpleNamespace(get_max_phy_offset=lambda: 0, replication=replication)
     return SimpleNamespace(
         store=store, store_config=SimpleNamespace(ha_housekeeping_interval=1000, ha_transfer_batch_size=32768,
                                                   ha_send_heartbeat_interval=5000),

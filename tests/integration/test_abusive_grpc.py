@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import resource
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-from google.protobuf.duration_pb2 import Duration
 
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
-from tests.support import ProcessRunner, free_port, start_broker, start_namesrv
+from orbitmq.proto.pool import Duration
+from tests.support import free_port, running, start_broker, start_namesrv
 
 # The proxy's resident set must stay under this while it is abused.
 RSS_BOUND_BYTES = 300 * 1024 * 1024
@@ -44,8 +43,7 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]
     if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 4500:
         pytest.skip("cannot raise RLIMIT_NOFILE")
     workdir: Path = tmp_path_factory.mktemp("abusive-grpc")
-    runner = ProcessRunner(workdir)
-    try:
+    with running(workdir) as runner:
         proxy_port = free_port()
         _, namesrv = start_namesrv(runner, name="namesrv")
         start_broker(runner, workdir, namesrv)
@@ -55,11 +53,6 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]
                                       f"grpcKeepaliveTimeoutMillis={KEEPALIVE_MS}"],
                             ready_port=proxy_port, name="proxy")
         yield f"127.0.0.1:{proxy_port}", proc.pid
-    except BaseException:
-        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
-        raise
-    finally:
-        runner.stop_all()
 
 
 def _md(client_id: str) -> tuple[tuple[str, str], ...]:
@@ -138,7 +131,7 @@ async def test_a_flood_of_telemetry_streams(proxy: tuple[str, int]) -> None:
         await asyncio.sleep(0.5)
         # the streams were closed: the limit counts open streams, so new ones are accepted again
         fresh = flood.Telemetry(metadata=_md("fresh"))
-        settings = spb.TelemetryCommand(settings=pb.Settings(client_type=pb.ClientType.PRODUCER))
+        settings = spb.TelemetryCommand(settings=pb.Settings(client_type=pb.ClientType.PRODUCER, publishing=pb.Publishing()))
         await fresh.write(settings)
         reply = await asyncio.wait_for(fresh.read(), 10)
         assert reply.status.code != pb.Code.TOO_MANY_REQUESTS

@@ -6,21 +6,20 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from orbitmq.admin.cli import main as admin_main
 from orbitmq.auth.client import install_signing
-from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.controller import BrokerController
 from orbitmq.broker.ha.slave_synchronize import SlaveSynchronize
-from orbitmq.broker.store.config import MessageStoreConfig
 from orbitmq.client import MQBrokerError, MQClientAPI
 from orbitmq.common.message import Message
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting.codes import RequestCode, ResponseCode
+from tests.support.broker import in_process_broker
 
 ADMIN = ("admin", "admin-secret")
 INNER = ("inner", "inner-secret")
@@ -29,22 +28,8 @@ AUTH = {"authenticationEnabled": "true", "authorizationEnabled": "true",
         "innerClientAuthenticationCredentials": json.dumps({"accessKey": INNER[0], "secretKey": INNER[1]})}
 
 
-@asynccontextmanager
-async def broker(root: Path, **extra: str) -> AsyncIterator[BrokerController]:
-    values = {"brokerClusterName": "AuthCluster", "brokerName": "b", "brokerIP1": "127.0.0.1", "listenPort": "0",
-              "storePathRootDir": str(root), "namesrvAddr": "", "mappedFileSizeCommitLog": str(4 * 1024 * 1024),
-              **AUTH, **extra}
-    controller = BrokerController(BrokerConfig.from_mapping(values), MessageStoreConfig.from_mapping(values),
-                                  listen_host="127.0.0.1")
-    try:
-        await controller.start()
-    except BaseException:
-        await controller.abort_start()
-        raise
-    try:
-        yield controller
-    finally:
-        await controller.shutdown()
+def broker(root: Path, **extra: str) -> AbstractAsyncContextManager[BrokerController]:
+    return in_process_broker(root, "AuthCluster", "b", **{**AUTH, **extra})
 
 
 @asynccontextmanager

@@ -15,9 +15,12 @@ def _bench(*args: str) -> dict:
 
 
 def test_bench_failover_measures_each_trial() -> None:
-    summary = _bench("failover", "-n", "2")
+    summary = _bench("failover", "-n", "2", "--after", "4")
     assert summary["trials"] == 2 and summary["measured"] == 2
     assert all(s is not None and s >= 0 for s in summary["seconds"]) and summary["median_s"] is not None
+    # Counted, and what the broker owes: every acknowledged send delivered.
+    assert summary["sent"] > 0 and summary["lost"] == 0
+    assert summary["duplicate_ratio"] == summary["duplicates"] / summary["sent"]
 
 
 def test_bench_replicas_prints_both_runs_and_the_ratio() -> None:

@@ -18,7 +18,7 @@ from orbitmq.common.route import TopicRouteData, parse_json
 from orbitmq.common.sysflag import build_pull_sys_flag
 from orbitmq.remoting import RemotingClient, RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import free_port
+from tests.support import BROKER_BOOT_TEXT, aboot_broker, free_port, write_broker_conf
 
 TOPIC = "ClusterTopic"
 GROUP = "CG_CLUSTER"
@@ -26,14 +26,10 @@ QUEUES = 4
 PER_QUEUE = 6
 
 
-def write_broker_conf(tmp_path: Path, name: str, port: int, namesrv: str) -> Path:
-    values = {"brokerClusterName": "TestCluster", "brokerName": name, "brokerIP1": "127.0.0.1",
-              "listenPort": port, "storePathRootDir": str(tmp_path / f"store-{name}"),
-              "mappedFileSizeCommitLog": 4 * 1024 * 1024, "namesrvAddr": namesrv,
-              "registerNameServerPeriod": 1000, "flushConsumerOffsetInterval": 500}
-    path = tmp_path / f"{name}.conf"
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    return path
+def cluster_broker_conf(tmp_path: Path, name: str, port: int, namesrv: str) -> Path:
+    return write_broker_conf(tmp_path / f"{name}.conf", port, tmp_path / f"store-{name}",
+                             brokerClusterName="TestCluster", brokerName=name, namesrvAddr=namesrv,
+                             registerNameServerPeriod=1000, flushConsumerOffsetInterval=500)
 
 
 async def invoke_ok(client: RemotingClient, addr: str, code: int, fields: dict[str, str] | None = None,
@@ -108,11 +104,11 @@ async def test_two_brokers_route_send_pull_restart_and_expiry(procs, tmp_path: P
     confs: dict[str, Path] = {}
     for name in ("broker-a", "broker-b"):
         port = free_port()
-        confs[name] = write_broker_conf(tmp_path, name, port, ";".join(namesrvs))
+        confs[name] = cluster_broker_conf(tmp_path, name, port, ";".join(namesrvs))
         brokers[name] = f"127.0.0.1:{port}"
     started = {name: procs.spawn("broker", ["-c", str(confs[name])], name=name) for name in brokers}
     for name, proc in started.items():
-        await proc.async_wait_ready(("127.0.0.1", int(brokers[name].rsplit(":", 1)[1])), "boot success")
+        await proc.async_wait_ready(("127.0.0.1", int(brokers[name].rsplit(":", 1)[1])), BROKER_BOOT_TEXT)
 
     async with RemotingClient() as client:
         # -- topic and group created on both brokers; the route lists both at once ------------
@@ -170,8 +166,7 @@ async def test_two_brokers_route_send_pull_restart_and_expiry(procs, tmp_path: P
     assert started["broker-a"].returncode == 0, started["broker-a"].log_tail()
     assert "boot success" in started["broker-a"].log_text()
     port_a = int(brokers["broker-a"].rsplit(":", 1)[1])
-    await procs.astart("broker", ["-c", str(confs["broker-a"])], ready_port=port_a, ready_text="boot success",
-                       name="broker-a-restarted")
+    await aboot_broker(procs, confs["broker-a"], port_a, name="broker-a-restarted")
     async with RemotingClient() as client:
         a = brokers["broker-a"]
         assert await query_offset(client, a, 0) == 3
@@ -208,8 +203,7 @@ async def test_two_brokers_route_send_pull_restart_and_expiry(procs, tmp_path: P
 
 async def start_single_broker(procs, tmp_path: Path, name: str) -> str:
     port = free_port()
-    conf = write_broker_conf(tmp_path, name, port, "")
-    await procs.astart("broker", ["-c", str(conf)], ready_port=port, ready_text="boot success", name=name)
+    await aboot_broker(procs, cluster_broker_conf(tmp_path, name, port, ""), port, name=name)
     return f"127.0.0.1:{port}"
 
 

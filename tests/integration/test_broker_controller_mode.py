@@ -18,7 +18,7 @@ from orbitmq.common.fastjson import loads
 from orbitmq.common.message import properties_to_string
 from orbitmq.remoting import RemotingClient, RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import free_port
+from tests.support import aboot_broker, free_port, write_broker_conf, write_properties
 
 CLUSTER = "CtlCluster"
 BROKER_NAME = "broker-ctl"
@@ -27,11 +27,6 @@ GROUP = "CG_CTL"
 BROKER_TIMINGS = {"controllerHeartBeatTimeoutMills": "3000", "brokerHeartbeatInterval": "500",
                   "syncBrokerMetadataPeriod": "1000", "checkSyncStateSetPeriod": "1000",
                   "syncControllerMetadataPeriod": "2000", "registerNameServerPeriod": "2000"}
-
-
-def write_conf(path: Path, values: dict[str, Any]) -> Path:
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    return path
 
 
 async def eventually(check, what: str, timeout: float = 40.0):  # noqa: ASYNC109
@@ -80,7 +75,7 @@ async def send(client: RemotingClient, addr: str, body: bytes) -> RemotingComman
 
 async def test_master_election_failover_and_rejoin(procs, tmp_path: Path) -> None:
     raft_port, ctl_port, ns_port = free_port(), free_port(), free_port()
-    ctl_conf = write_conf(tmp_path / "controller.conf", {
+    ctl_conf = write_properties(tmp_path / "controller.conf", {
         "controllerDLegerGroup": "G", "controllerDLegerPeers": f"n0-127.0.0.1:{raft_port}",
         "controllerDLegerSelfId": "n0", "listenPort": ctl_port, "controllerStorePath": tmp_path / "ctl-store",
         "scanNotActiveBrokerInterval": 1000, "scanInactiveMasterInterval": 1000})
@@ -91,17 +86,15 @@ async def test_master_election_failover_and_rejoin(procs, tmp_path: Path) -> Non
     brokers: dict[str, tuple[int, Path]] = {}
     for name in ("b0", "b1"):
         port = free_port()
-        conf = write_conf(tmp_path / f"{name}.conf", {
-            "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": -1, "brokerRole": "SLAVE",
-            "brokerIP1": "127.0.0.1", "listenPort": port, "haListenPort": free_port(), "namesrvAddr": namesrv,
-            "enableControllerMode": "true", "controllerAddr": f"127.0.0.1:{ctl_port}",
-            "storePathRootDir": tmp_path / f"store-{name}", "mappedFileSizeCommitLog": 4 * 1024 * 1024,
-            "autoCreateTopicEnable": "true", **BROKER_TIMINGS})
+        conf = write_broker_conf(tmp_path / f"{name}.conf", port, tmp_path / f"store-{name}",
+                                 brokerClusterName=CLUSTER, brokerName=BROKER_NAME, brokerId=-1, brokerRole="SLAVE",
+                                 haListenPort=free_port(), namesrvAddr=namesrv, enableControllerMode="true",
+                                 controllerAddr=f"127.0.0.1:{ctl_port}", autoCreateTopicEnable="true",
+                                 **BROKER_TIMINGS)
         brokers[f"127.0.0.1:{port}"] = (port, conf)
     procs_by_addr = {}
     for addr, (port, conf) in brokers.items():
-        procs_by_addr[addr] = await procs.astart("broker", ["-c", str(conf)], ready_port=port,
-                                                 ready_text="boot success", timeout=30, name=f"broker-{port}")
+        procs_by_addr[addr] = await aboot_broker(procs, conf, port, name=f"broker-{port}")
 
     async with RemotingClient() as client:
         # -- one master routed as brokerId 0, the other a slave with its controller id -----------
@@ -166,8 +159,7 @@ async def test_master_election_failover_and_rejoin(procs, tmp_path: Path) -> Non
 
         # -- the old master restarts on its store and rejoins as a slave with its old id ---------
         port, conf = brokers[master]
-        await procs.astart("broker", ["-c", str(conf)], ready_port=port, ready_text="boot success", timeout=30,
-                           name=f"broker-{port}-restarted")
+        await aboot_broker(procs, conf, port, name=f"broker-{port}-restarted")
 
         async def rejoined() -> dict[int, str] | None:
             members = await route_members(client, namesrv)

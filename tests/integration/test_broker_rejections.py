@@ -21,23 +21,16 @@ from orbitmq.common.message_codec import decode_records
 from orbitmq.common.sysflag import build_pull_sys_flag
 from orbitmq.remoting import RemotingClient, RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import free_port
+from tests.support import astart_broker
 
 MAX_MESSAGE_SIZE = 64 * 1024
 
 
 @pytest.fixture
 async def broker(procs, tmp_path: Path):
-    port = free_port()
-    values = {"brokerClusterName": "RejectCluster", "brokerName": "broker-rej", "brokerIP1": "127.0.0.1",
-              "listenPort": port, "storePathRootDir": str(tmp_path / "store"), "namesrvAddr": "",
-              "mappedFileSizeCommitLog": 4 * 1024 * 1024, "maxMessageSize": MAX_MESSAGE_SIZE,
-              "autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "false"}
-    conf = tmp_path / "broker.conf"
-    conf.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    proc = await procs.astart("broker", ["-c", str(conf)], ready_port=port, ready_text="boot success",
-                              name="broker-rej")
-    addr = f"127.0.0.1:{port}"
+    proc, addr = await astart_broker(procs, tmp_path, name="broker-rej", brokerClusterName="RejectCluster",
+                                     brokerName="broker-rej", maxMessageSize=MAX_MESSAGE_SIZE,
+                                     autoCreateTopicEnable="false", autoCreateSubscriptionGroup="false")
     async with RemotingClient() as client:
         await call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, topic_fields("RejTopic", 2, 6))
         await call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, topic_fields("ReadOnlyTopic", 1, 4))
@@ -95,8 +88,9 @@ async def test_send_rejections_answer_rocketmq_codes(broker) -> None:
     assert "forbidden" in ro.remark
     # System topics a client may not send to.
     await call(client, addr, send, send_fields("SCHEDULE_TOPIC_XXXX"), b"x", expect=ResponseCode.NO_PERMISSION)
-    # queueId beyond the topic's queues: SYSTEM_ERROR "request queueId[..] is illegal" (msgCheck).
-    bad_queue = await call(client, addr, send, send_fields("RejTopic", 7), b"x", expect=ResponseCode.SYSTEM_ERROR)
+    # queueId beyond the topic's queues: INVALID_PARAMETER "request queueId[..] is illegal" (msgCheck, 5.x).
+    bad_queue = await call(client, addr, send, send_fields("RejTopic", 7), b"x",
+                           expect=ResponseCode.INVALID_PARAMETER)
     assert "queueId[7] is illegal" in bad_queue.remark
     # Topic name rules and the 127-char limit.
     await call(client, addr, send, send_fields("bad topic!"), b"x", expect=ResponseCode.MESSAGE_ILLEGAL)

@@ -19,17 +19,11 @@ from orbitmq.common.route import TopicRouteData, parse_json
 from orbitmq.common.sysflag import build_pull_sys_flag
 from orbitmq.remoting import RemotingClient, RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import free_port
+from tests.support import astart_broker, free_port
 
 TOPIC = "HaTopic"
 GROUP = "CG_HA"
 MESSAGES = 20
-
-
-def write_conf(tmp_path: Path, name: str, values: dict[str, object]) -> Path:
-    path = tmp_path / f"{name}.conf"
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    return path
 
 
 async def invoke_ok(client: RemotingClient, addr: str, code: int, fields: dict[str, str] | None = None,
@@ -71,22 +65,13 @@ async def test_master_slave_replicate_commitlog_and_metadata(procs, tmp_path: Pa
                                    f"configStorePath={tmp_path / 'namesrv.properties'}"], ready_port=ns_port)
     ports = {"master": free_port(), "slave": free_port()}
     ha_ports = {"master": free_port(), "slave": free_port()}
-    common = {"brokerClusterName": "HaCluster", "brokerName": "broker-ha", "brokerIP1": "127.0.0.1",
-              "namesrvAddr": namesrv, "mappedFileSizeCommitLog": 4 * 1024 * 1024,
-              "registerNameServerPeriod": 30000}
-    confs = {
-        # The slave starts first: it must wait for its master's registration (1 s re-registration).
-        "slave": write_conf(tmp_path, "slave", {**common, "brokerId": 1, "brokerRole": "SLAVE",
-                                                "listenPort": ports["slave"], "haListenPort": ha_ports["slave"],
-                                                "slaveReadEnable": "true",
-                                                "storePathRootDir": tmp_path / "store-slave"}),
-        "master": write_conf(tmp_path, "master", {**common, "brokerId": 0, "brokerRole": "ASYNC_MASTER",
-                                                  "listenPort": ports["master"], "haListenPort": ha_ports["master"],
-                                                  "storePathRootDir": tmp_path / "store-master"}),
-    }
+    roles = {"slave": {"brokerId": 1, "brokerRole": "SLAVE", "slaveReadEnable": "true"},
+             "master": {"brokerId": 0, "brokerRole": "ASYNC_MASTER"}}
+    # The slave starts first: it must wait for its master's registration (1 s re-registration).
     for name in ("slave", "master"):
-        await procs.astart("broker", ["-c", str(confs[name])], ready_port=ports[name], ready_text="boot success",
-                           name=name)
+        await astart_broker(procs, tmp_path, namesrv, name, port=ports[name], store=tmp_path / f"store-{name}",
+                            brokerClusterName="HaCluster", brokerName="broker-ha", registerNameServerPeriod=30000,
+                            haListenPort=ha_ports[name], **roles[name])
     master, slave = f"127.0.0.1:{ports['master']}", f"127.0.0.1:{ports['slave']}"
 
     async with RemotingClient() as client:

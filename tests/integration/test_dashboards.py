@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from tests.interop import rawgrpc
 from tests.interop.harness import Cluster, unique
-from tests.support import ProcessRunner, free_port
+from tests.support import free_port, running
 from tests.support.prom import Scrape, scrape, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -530,8 +529,7 @@ class Live:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     workdir = tmp_path_factory.mktemp("dashboards")
-    runner = ProcessRunner(workdir)
-    try:
+    with running(workdir) as runner:
         controller_ports = [free_port() for _ in range(3)]
         raft_ports = [free_port() for _ in range(3)]
         broker_ports = [free_port() for _ in range(3)]
@@ -551,11 +549,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         exported.add(scrape(endpoint))
         _drive(cluster, endpoint, exported)
         yield Live(exported, endpoint)
-    except BaseException:
-        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
-        raise
-    finally:
-        runner.stop_all()
 
 
 def _settle(live: Live, exprs: list[tuple[str, str, str]], external: frozenset[str] = frozenset()) -> list[str]:

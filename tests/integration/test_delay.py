@@ -26,7 +26,6 @@ from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import ResponseCode
-from tests.support import ProcessRunner, free_port
 
 TOPIC = "DelayTopic"
 GROUP = "CG_DELAY"
@@ -35,50 +34,13 @@ LEVEL_MS = {1: 1000, 2: 2000, 3: 4000}
 SLACK_MS = 1000  # delivered within one second after the level
 
 
-def write_broker_conf(tmp_path: Path, port: int) -> Path:
-    values = {"brokerClusterName": "DelayCluster", "brokerName": "broker-delay", "brokerIP1": "127.0.0.1",
-              "listenPort": port, "storePathRootDir": str(tmp_path / "store"),
-              "mappedFileSizeCommitLog": 4 * 1024 * 1024, "messageDelayLevel": DELAY_LEVELS,
-              "flushDelayOffsetInterval": 1000}
-    path = tmp_path / "broker.conf"
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    return path
-
-
-class Cluster:
-    def __init__(self, procs: ProcessRunner, tmp_path: Path) -> None:
-        self.procs = procs
-        self.namesrv = f"127.0.0.1:{free_port()}"
-        self.port = free_port()
-        self.addr = f"127.0.0.1:{self.port}"
-        self.conf = write_broker_conf(tmp_path, self.port)
-        self.broker = None
-
-    async def start_namesrv(self) -> None:
-        port = int(self.namesrv.rsplit(":", 1)[1])
-        await self.procs.astart("namesrv", [f"listenPort={port}"], ready_port=port)
-
-    async def start_broker(self) -> None:
-        self.broker = await self.procs.astart("broker", ["-c", str(self.conf), "-n", self.namesrv],
-                                              ready_text="boot success", ready_port=self.port, timeout=20)
-
-    async def stop_broker(self) -> None:
-        assert self.broker is not None
-        assert await self.broker.async_stop() == 0, self.broker.log_tail()
-
-
 @pytest.fixture
-async def cluster(procs: ProcessRunner, tmp_path: Path):
-    c = Cluster(procs, tmp_path)
-    await c.start_namesrv()
-    await c.start_broker()
-    api = MQClientAPI(timeout=5.0)
-    await api.create_topic(c.addr, TopicConfig(TOPIC, 4, 4))
-    await api.create_subscription_group(c.addr, SubscriptionGroupConfig(GROUP))
-    try:
-        yield c, api
-    finally:
-        await api.close()
+async def cluster(broker_cluster, mq_api: MQClientAPI):
+    c = await broker_cluster(brokerClusterName="DelayCluster", brokerName="broker-delay",
+                             messageDelayLevel=DELAY_LEVELS, flushDelayOffsetInterval=1000)
+    await mq_api.create_topic(c.addr, TopicConfig(TOPIC, 4, 4))
+    await mq_api.create_subscription_group(c.addr, SubscriptionGroupConfig(GROUP))
+    return c, mq_api
 
 
 async def send_delayed(api: MQClientAPI, addr: str, queue_id: int, level: int | str, body: bytes) -> None:

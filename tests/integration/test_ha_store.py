@@ -86,7 +86,7 @@ async def cluster(tmp_path):
             cache.load()
             ha = AutoSwitchHAService(store, bcfg, cfg, cache, listen_host="127.0.0.1")
             ha.local_broker_id = broker_id
-        store.ha_service = ha
+        store.replication.attach_ha_service(ha)
         await ha.start()
         node = Node(store, ha)
         nodes.append(node)
@@ -133,7 +133,7 @@ async def test_autoswitch_replication_is_byte_identical_and_visible(cluster):
     assert raw_log(s.store) == raw_log(m.store)
     assert [(e.epoch, e.start_offset) for e in s.ha.epoch_cache.all_entries()] == [(1, 0)]
     # The master's SSS is {1}: its confirm offset is its max; the slave takes it from the header.
-    await wait_until(lambda: s.store.get_confirm_offset() == m.store.get_max_phy_offset(), "the confirm offset")
+    await wait_until(lambda: s.store.replication.get_confirm_offset() == m.store.get_max_phy_offset(), "the confirm offset")
     await wait_until(lambda: len(bodies(s.store)) == 80, "the slave to dispatch")
     assert bodies(s.store) == bodies(m.store)
     # The caught-up slave was proposed for the SyncStateSet (expand), with the current sssEpoch.
@@ -163,7 +163,7 @@ async def test_sync_master_all_ack_waits_then_times_out_when_the_slave_is_gone(c
     assert res.status is PutMessageStatus.PUT_OK
     end = res.append_message_result.wrote_offset + res.append_message_result.wrote_bytes
     assert min(c.ack_offset for c in m.ha.connections()) >= end  # acked before the answer
-    await wait_until(lambda: m.store.get_confirm_offset() == end, "the master's confirm offset")
+    await wait_until(lambda: m.store.replication.get_confirm_offset() == end, "the master's confirm offset")
     assert len(bodies(m.store)) == 2
 
     await s.ha.shutdown()  # the slave goes away: its connection closes
@@ -175,7 +175,7 @@ async def test_sync_master_all_ack_waits_then_times_out_when_the_slave_is_gone(c
     assert m.store.get_max_phy_offset() > end
     # Still in the (synchronizing) SSS without a connection: the confirm offset is frozen (#6662).
     m.store.reput_service.do_reput()
-    assert m.store.get_confirm_offset() == end
+    assert m.store.replication.get_confirm_offset() == end
     assert len(bodies(m.store)) == 2
     m.ha.set_sync_state_set({1}, 3)  # the controller applied the shrink
     await wait_until(lambda: len(bodies(m.store)) == 3, "the master alone to confirm")
@@ -421,7 +421,7 @@ async def test_slave_catching_up_in_batches_that_end_inside_records_loses_nothin
     await demote(s, m, 1, 2)
     await wait_until(caught_up(m, s), "the slave to catch up")
     await wait_until(lambda: s.store.dispatch_behind_bytes() == 0
-                     and s.store.get_confirm_offset() == m.store.get_max_phy_offset(), "the slave to dispatch")
+                     and s.store.replication.get_confirm_offset() == m.store.get_max_phy_offset(), "the slave to dispatch")
     for qid in range(3):
         cq = s.store.get_consume_queue("T", qid)
         entries = [cq.get_entry(i) for i in range(cq.get_max_offset_in_queue())]

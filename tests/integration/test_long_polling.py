@@ -1,8 +1,8 @@
 """Long polling on a real broker process: a parked pull is answered as soon as a matching
 message is stored, and a parked pull with nothing to read ends with PULL_NOT_FOUND.
 
-Local helpers (conf writing, send, pull) live in this file on purpose: the three broker test
-files share no module.
+Local helpers (send, pull) live in this file on purpose: the three broker test files share no
+module.
 """
 
 from __future__ import annotations
@@ -17,24 +17,13 @@ from orbitmq.common.message_codec import decode_records
 from orbitmq.common.sysflag import build_pull_sys_flag
 from orbitmq.remoting import RemotingClient, RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import free_port
-
-
-def write_broker_conf(tmp_path: Path, name: str, port: int, **extra: object) -> Path:
-    values = {"brokerClusterName": "LongPollCluster", "brokerName": name, "brokerIP1": "127.0.0.1",
-              "listenPort": port, "storePathRootDir": str(tmp_path / f"store-{name}"),
-              "mappedFileSizeCommitLog": 4 * 1024 * 1024, "namesrvAddr": ""}
-    values.update(extra)
-    path = tmp_path / f"{name}.conf"
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    return path
+from tests.support import astart_broker
 
 
 async def start_broker(procs, tmp_path: Path, name: str = "broker-lp", **extra: object) -> str:
-    port = free_port()
-    conf = write_broker_conf(tmp_path, name, port, **extra)
-    await procs.astart("broker", ["-c", str(conf)], ready_port=port, ready_text="boot success", name=name)
-    return f"127.0.0.1:{port}"
+    _proc, addr = await astart_broker(procs, tmp_path, name=name, store=tmp_path / f"store-{name}",
+                                      brokerClusterName="LongPollCluster", brokerName=name, **extra)
+    return addr
 
 
 async def create_topic(client: RemotingClient, addr: str, topic: str, queues: int = 1) -> None:

@@ -21,8 +21,8 @@ from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message
 
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
-from tests.interop.harness import Cluster, unique
-from tests.support import ProcessRunner, free_port
+from tests.interop.harness import CLUSTER_BROKER_KEYS, Cluster, unique
+from tests.support import free_port, running, start_broker
 from tests.support.prom import get, scrape, wait_ready
 
 # the broker runs with metricsLabel=env:test: one more constant label on every series
@@ -41,8 +41,7 @@ class MetricsCluster:
 @pytest.fixture(scope="module")
 def mc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetricsCluster]:
     workdir: Path = tmp_path_factory.mktemp("metrics")
-    runner = ProcessRunner(workdir)
-    try:
+    with running(workdir) as runner:
         ns_port, broker_port, proxy_port = free_port(), free_port(), free_port()
         ns_m, broker_m, proxy_m = free_port(), free_port(), free_port()
         namesrv = f"127.0.0.1:{ns_port}"
@@ -51,17 +50,8 @@ def mc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetricsCluster]:
                                  f"kvConfigPath={workdir / 'kv.json'}",
                                  f"configStorePath={workdir / 'namesrv.properties'}"],
                      ready_port=ns_port, name="namesrv")
-        conf = {
-            "brokerClusterName": "DefaultCluster", "brokerName": "broker-m", "brokerIP1": "127.0.0.1",
-            "listenPort": broker_port, "storePathRootDir": str(workdir / "store"), "namesrvAddr": namesrv,
-            "autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "false",
-            "mappedFileSizeCommitLog": 64 * 1024 * 1024, "flushDiskType": "ASYNC_FLUSH",
-            "metricsExporterType": "PROM", "metricsPromExporterPort": broker_m, "metricsLabel": "env:test",
-        }
-        conf_path = workdir / "broker.conf"
-        conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
-        runner.start("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
-                     name="broker", timeout=30)
+        start_broker(runner, workdir, namesrv, port=broker_port, brokerName="broker-m", **CLUSTER_BROKER_KEYS,
+                     metricsExporterType="PROM", metricsPromExporterPort=broker_m, metricsLabel="env:test")
         runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "grpcClientConsumerMinLongPollingTimeoutMillis=1000",
                                "grpcClientConsumerMaxLongPollingTimeoutMillis=3000", "minInvisibleTimeMillsForRecv=1000",
                                "defaultInvisibleTimeMills=3000", "metricsExporterType=PROM",
@@ -69,11 +59,6 @@ def mc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetricsCluster]:
                      ready_port=proxy_port, name="proxy")
         cluster = Cluster(runner, namesrv, f"127.0.0.1:{broker_port}", [f"127.0.0.1:{proxy_port}"])
         yield MetricsCluster(cluster, f"127.0.0.1:{ns_m}", f"127.0.0.1:{broker_m}", f"127.0.0.1:{proxy_m}")
-    except BaseException:
-        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
-        raise
-    finally:
-        runner.stop_all()
 
 
 def _admin_json(namesrv: str, *args: str):

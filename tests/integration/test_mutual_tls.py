@@ -25,7 +25,7 @@ from orbitmq.remoting.errors import RemotingError
 from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.tls import client_ssl_context
 from orbitmq.spark.options import parse_write
-from tests.support import ProcessFailed, ProcessRunner, free_port
+from tests.support import ProcessFailed, ProcessRunner, astart_broker, free_port
 from tests.support.pki import Pki, make_pki
 
 
@@ -69,14 +69,9 @@ async def test_a_nameserver_requiring_client_certificates(procs: ProcessRunner, 
         with pytest.raises((RemotingError, ssl.SSLError, ConnectionError, TimeoutError)):
             await _namesrv_config(refused, addr)
     # a broker presenting the CA-signed certificate registers over mutual TLS
-    conf = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-mtls", "brokerIP1": "127.0.0.1",
-            "listenPort": broker_port, "storePathRootDir": str(tmp_path / "store"), "namesrvAddr": addr,
-            "mappedFileSizeCommitLog": 4 * 1024 * 1024, "tls.enable": "true", "tls.server.mode": "disabled",
-            "tls.client.certPath": pki.client_cert, "tls.client.keyPath": pki.client_key}
-    conf_path = tmp_path / "broker.conf"
-    conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
-    await procs.astart("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
-                       name="broker", timeout=30)
+    await astart_broker(procs, tmp_path, addr, port=broker_port, brokerName="broker-mtls",
+                        **{"tls.enable": "true", "tls.server.mode": "disabled", "tls.client.certPath": pki.client_cert,
+                           "tls.client.keyPath": pki.client_key})
     client = _client(pki.client_cert, pki.client_key)
     try:
         response = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 5)
@@ -132,12 +127,7 @@ async def test_the_proxy_requiring_client_certificates(procs: ProcessRunner, tmp
     namesrv = f"127.0.0.1:{ns_port}"
     await procs.astart("namesrv", [f"listenPort={ns_port}", f"kvConfigPath={tmp_path / 'kv.json'}"],
                        ready_port=ns_port, name="namesrv", timeout=30)
-    conf_path = tmp_path / "broker.conf"
-    conf_path.write_text(f"brokerName=broker-a\nbrokerIP1=127.0.0.1\nlistenPort={broker_port}\n"
-                         f"storePathRootDir={tmp_path / 'store'}\nnamesrvAddr={namesrv}\n"
-                         "mappedFileSizeCommitLog=4194304\n", encoding="utf-8")
-    await procs.astart("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
-                       name="broker", timeout=30)
+    await astart_broker(procs, tmp_path, namesrv, port=broker_port)
     await procs.astart("proxy", _proxy_args(pki, namesrv, proxy_port), ready_port=proxy_port, name="proxy",
                        timeout=30)
     endpoint = f"127.0.0.1:{proxy_port}"

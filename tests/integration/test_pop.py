@@ -17,26 +17,17 @@ from orbitmq.common.message import MessageConst, properties_to_string
 from orbitmq.common.message_codec import decode_records
 from orbitmq.remoting import RemotingClient, RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import free_port
+from tests.support import astart_broker, free_port
 
 CLUSTER = "PopCluster"
 BROKER = "broker-pop"
 
 
-def write_broker_conf(tmp_path: Path, port: int) -> Path:
-    values = {"brokerClusterName": CLUSTER, "brokerName": BROKER, "brokerIP1": "127.0.0.1",
-              "listenPort": port, "storePathRootDir": str(tmp_path / "store"),
-              "mappedFileSizeCommitLog": 4 * 1024 * 1024, "namesrvAddr": ""}
-    path = tmp_path / "broker-pop.conf"
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    return path
-
-
 async def start_broker(procs, tmp_path: Path, port: int | None = None, name: str = BROKER) -> str:
-    port = port or free_port()
-    conf = write_broker_conf(tmp_path, port)
-    await procs.astart("broker", ["-c", str(conf)], ready_port=port, ready_text="boot success", name=name)
-    return f"127.0.0.1:{port}"
+    """The POP broker (no NameServer), its store in ``tmp_path/store``: a restart passes the same port."""
+    _proc, addr = await astart_broker(procs, tmp_path, name=name, port=port, brokerClusterName=CLUSTER,
+                                      brokerName=BROKER)
+    return addr
 
 
 async def create_topic(client: RemotingClient, addr: str, topic: str, queues: int = 1) -> None:

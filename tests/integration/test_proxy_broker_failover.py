@@ -14,27 +14,21 @@ from pathlib import Path
 from orbitmq.bench.proxy_client import ProxyClient
 from orbitmq.client import MQClientAPI
 from orbitmq.common.topic_config import TopicConfig
-from tests.support import ProcessRunner, astart_namesrv, free_port
+from tests.support import ProcessRunner, astart_broker, astart_namesrv, free_port
 from tests.support.checker import DeliveryChecker
 
 TOPIC, GROUP = "FailoverTopic", "GFailover"
 
 
-def _conf(tmp_path: Path, name: str, port: int, namesrv: str) -> Path:
-    values = {"brokerClusterName": "FailoverCluster", "brokerName": name, "brokerIP1": "127.0.0.1",
-              "listenPort": port, "storePathRootDir": str(tmp_path / f"store-{name}"),
-              "mappedFileSizeCommitLog": 4 * 1024 * 1024, "namesrvAddr": namesrv, "registerNameServerPeriod": 1000,
-              "autoCreateSubscriptionGroup": "true"}
-    path = tmp_path / f"{name}.conf"
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    return path
-
-
 async def test_sends_move_to_the_surviving_broker_set_at_once(procs: ProcessRunner, tmp_path: Path) -> None:
     _ns, namesrv = await astart_namesrv(procs)
     ports = {"broker-a": free_port(), "broker-b": free_port()}
-    brokers = {name: await procs.astart("broker", ["-c", str(_conf(tmp_path, name, port, namesrv))],
-                                        ready_port=port, timeout=30, name=name) for name, port in ports.items()}
+    brokers = {}
+    for name, port in ports.items():
+        brokers[name], _addr = await astart_broker(
+            procs, tmp_path, namesrv, name, port=port, store=tmp_path / f"store-{name}",
+            brokerClusterName="FailoverCluster", brokerName=name, registerNameServerPeriod=1000,
+            autoCreateSubscriptionGroup="true")
     api = MQClientAPI()
     try:
         for port in ports.values():

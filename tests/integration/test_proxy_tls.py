@@ -19,7 +19,7 @@ import pytest
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
-from tests.support import ManagedProcess, ProcessRunner, free_port, start_broker, start_namesrv
+from tests.support import ManagedProcess, free_port, running, start_broker, start_namesrv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,9 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _tls_cluster(workdir: Path, env: dict[str, str] | None = None,
                  extra: tuple[str, ...] = ()) -> Iterator[tuple[str, Path, ManagedProcess]]:
     """A NameServer, a broker and a permissive-TLS proxy (test-mode pair): (endpoint, cert, proxy)."""
-    runner = ProcessRunner(workdir)
     cert, key = workdir / "tls" / "rocketmq.crt", workdir / "tls" / "rocketmq.key"
-    try:
+    with running(workdir) as runner:
         proxy_port = free_port()
         _, namesrv = start_namesrv(runner, name="namesrv")
         start_broker(runner, workdir, namesrv)
@@ -39,11 +38,6 @@ def _tls_cluster(workdir: Path, env: dict[str, str] | None = None,
                                        "tls.server.mode=permissive", *extra],
                              ready_port=proxy_port, name="proxy", timeout=30, env=env)
         yield f"127.0.0.1:{proxy_port}", cert, proxy
-    except BaseException:
-        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
-        raise
-    finally:
-        runner.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -71,17 +70,10 @@ def _sent_by_worker(metrics_url: str) -> dict[str, float]:
 
 
 @pytest.fixture
-def backend(tmp_path: Path) -> Iterator[tuple[ProcessRunner, str]]:
-    runner = ProcessRunner(tmp_path / "procs")
-    try:
-        _, namesrv = start_namesrv(runner, name="namesrv")
-        start_broker(runner, tmp_path, namesrv)
-        yield runner, namesrv
-    except BaseException:
-        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
-        raise
-    finally:
-        runner.stop_all()
+def backend(procs: ProcessRunner, tmp_path: Path) -> tuple[ProcessRunner, str]:
+    _, namesrv = start_namesrv(procs, name="namesrv")
+    start_broker(procs, tmp_path, namesrv)
+    return procs, namesrv
 
 
 def test_two_workers_share_the_port_restart_and_stop(backend: tuple[ProcessRunner, str]) -> None:
@@ -134,6 +126,7 @@ def test_workers_need_a_fixed_port(backend: tuple[ProcessRunner, str]) -> None:
     assert run.returncode == 1 and "--workers must be at least 1, got 0" in run.stderr
 
 
+@pytest.mark.timeout(360)  # above the run's own 300 s limit, which reports its output
 def test_bench_proxy_workers_runs_orbitmq_local_with_each_count() -> None:
     """`orbitmq bench proxy-workers` (the scaling figure of docs/benchmarks.md), cut short: each
     count boots `orbitmq local --proxy-workers N`, sends over several connections, stops."""

@@ -22,9 +22,8 @@ from tests.integration.test_broker_controller_mode import (
     CLUSTER,
     eventually,
     route_members,
-    write_conf,
 )
-from tests.support import ProcessRunner, free_port
+from tests.support import ProcessRunner, astart_broker, free_port, start_broker, write_properties
 
 TLS_SERVER = ["tls.test.mode.enable=true", "tls.server.mode=permissive"]
 
@@ -50,14 +49,8 @@ async def test_permissive_nameserver_broker_and_proxy_over_tls(procs: ProcessRun
             await _config(client, namesrv)
         finally:
             await client.close()
-    conf = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerIP1": "127.0.0.1",
-            "listenPort": broker_port, "storePathRootDir": str(tmp_path / "store"), "namesrvAddr": namesrv,
-            "mappedFileSizeCommitLog": 4 * 1024 * 1024, "tls.enable": "true",
-            "tls.test.mode.enable": "true", "tls.server.mode": "permissive"}
-    conf_path = tmp_path / "broker.conf"
-    conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
-    procs.start("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
-                name="broker", timeout=30)
+    start_broker(procs, tmp_path, namesrv, port=broker_port,
+                 **{"tls.enable": "true", "tls.test.mode.enable": "true", "tls.server.mode": "permissive"})
     procs.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "autoCreateTopicEnable=true", "tls.enable=true"],
                 ready_port=proxy_port, name="proxy", timeout=30)
     producer = Producer(ClientConfiguration(f"127.0.0.1:{proxy_port}", Credentials(), request_timeout=10),
@@ -95,7 +88,7 @@ async def test_controller_in_enforcing_mode_elects_a_broker_over_tls(procs: Proc
     """The controller's Remoting port takes the same TLS keys as every Remoting server (upstream's
     TlsSystemConfig is process-wide), and the broker's controller client honours tls.enable."""
     raft_port, ctl_port, ns_port, broker_port = free_port(), free_port(), free_port(), free_port()
-    ctl_conf = write_conf(tmp_path / "controller.conf", {
+    ctl_conf = write_properties(tmp_path / "controller.conf", {
         "controllerDLegerGroup": "G", "controllerDLegerPeers": f"n0-127.0.0.1:{raft_port}",
         "controllerDLegerSelfId": "n0", "listenPort": ctl_port, "controllerStorePath": tmp_path / "ctl-store",
         "tls.test.mode.enable": "true", "tls.server.mode": "enforcing"})
@@ -110,13 +103,10 @@ async def test_controller_in_enforcing_mode_elects_a_broker_over_tls(procs: Proc
     await procs.astart("namesrv", [f"listenPort={ns_port}", f"kvConfigPath={tmp_path / 'kv.json'}", *TLS_SERVER],
                        ready_port=ns_port, name="namesrv", timeout=30)
     namesrv = f"127.0.0.1:{ns_port}"
-    conf = write_conf(tmp_path / "broker.conf", {
-        "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": -1, "brokerRole": "SLAVE",
-        "brokerIP1": "127.0.0.1", "listenPort": broker_port, "haListenPort": free_port(), "namesrvAddr": namesrv,
-        "enableControllerMode": "true", "controllerAddr": controller, "storePathRootDir": tmp_path / "store",
-        "mappedFileSizeCommitLog": 4 * 1024 * 1024, "tls.enable": "true", **BROKER_TIMINGS})
-    await procs.astart("broker", ["-c", str(conf)], ready_port=broker_port, ready_text="boot success", timeout=30,
-                       name="broker")
+    await astart_broker(procs, tmp_path, namesrv, port=broker_port, brokerClusterName=CLUSTER,
+                        brokerName=BROKER_NAME, brokerId=-1, brokerRole="SLAVE", haListenPort=free_port(),
+                        enableControllerMode="true", controllerAddr=controller,
+                        **{"tls.enable": "true"}, **BROKER_TIMINGS)
     tls_client = _tls_client()
     try:
         async def elected() -> bool:

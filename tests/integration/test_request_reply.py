@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from pathlib import Path
 
 import pytest
 
@@ -30,7 +29,6 @@ from orbitmq.common.message_id import create_uniq_id
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import ProcessRunner, free_port
 
 CLUSTER = "RRCluster"
 BROKER = "broker-rr"
@@ -40,22 +38,10 @@ REPLY_TOPIC = reply_topic(CLUSTER)
 
 
 @pytest.fixture
-async def broker(procs: ProcessRunner, tmp_path: Path):
-    ns_port, port = free_port(), free_port()
-    await procs.astart("namesrv", [f"listenPort={ns_port}"], ready_port=ns_port)
-    conf = tmp_path / "broker.conf"
-    values = {"brokerClusterName": CLUSTER, "brokerName": BROKER, "brokerIP1": "127.0.0.1", "listenPort": port,
-              "storePathRootDir": str(tmp_path / "store"), "mappedFileSizeCommitLog": 4 * 1024 * 1024}
-    conf.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    await procs.astart("broker", ["-c", str(conf), "-n", f"127.0.0.1:{ns_port}"], ready_text="boot success",
-                       ready_port=port, timeout=20)
-    addr = f"127.0.0.1:{port}"
-    api = MQClientAPI(timeout=5.0)
-    await api.create_topic(addr, TopicConfig(TOPIC, 1, 1))
-    try:
-        yield addr, api
-    finally:
-        await api.close()
+async def broker(broker_cluster, mq_api: MQClientAPI):
+    c = await broker_cluster(brokerClusterName=CLUSTER, brokerName=BROKER)
+    await mq_api.create_topic(c.addr, TopicConfig(TOPIC, 1, 1))
+    return c.addr, mq_api
 
 
 async def _pull_from(api: MQClientAPI, addr: str, offset: int) -> tuple[list[MessageExt], int]:

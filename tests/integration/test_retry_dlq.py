@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,6 @@ from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import ProcessRunner, free_port
 
 TOPIC = "RetryTopic"
 GROUP = "CG_RETRY"
@@ -31,31 +29,13 @@ RETRY_MAX_TIMES = 3
 BROKER_NAME = "broker-retry"
 
 
-def write_broker_conf(tmp_path: Path, port: int) -> Path:
-    values = {"brokerClusterName": "RetryCluster", "brokerName": BROKER_NAME, "brokerIP1": "127.0.0.1",
-              "listenPort": port, "storePathRootDir": str(tmp_path / "store"),
-              "mappedFileSizeCommitLog": 4 * 1024 * 1024, "autoCreateSubscriptionGroup": "false",
-              "messageDelayLevel": " ".join(["1s"] * 8)}
-    path = tmp_path / "broker.conf"
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    return path
-
-
 @pytest.fixture
-async def broker(procs: ProcessRunner, tmp_path: Path):
-    namesrv_port, port = free_port(), free_port()
-    await procs.astart("namesrv", [f"listenPort={namesrv_port}"], ready_port=namesrv_port)
-    conf = write_broker_conf(tmp_path, port)
-    await procs.astart("broker", ["-c", str(conf), "-n", f"127.0.0.1:{namesrv_port}"], ready_text="boot success",
-                       ready_port=port, timeout=20)
-    addr = f"127.0.0.1:{port}"
-    api = MQClientAPI(timeout=5.0)
-    await api.create_topic(addr, TopicConfig(TOPIC, 2, 2))
-    await api.create_subscription_group(addr, SubscriptionGroupConfig(GROUP, retry_max_times=RETRY_MAX_TIMES))
-    try:
-        yield addr, api
-    finally:
-        await api.close()
+async def broker(broker_cluster, mq_api: MQClientAPI):
+    c = await broker_cluster(brokerClusterName="RetryCluster", brokerName=BROKER_NAME,
+                             autoCreateSubscriptionGroup="false", messageDelayLevel=" ".join(["1s"] * 8))
+    await mq_api.create_topic(c.addr, TopicConfig(TOPIC, 2, 2))
+    await mq_api.create_subscription_group(c.addr, SubscriptionGroupConfig(GROUP, retry_max_times=RETRY_MAX_TIMES))
+    return c.addr, mq_api
 
 
 async def pull_at(api: MQClientAPI, addr: str, topic: str, offset: int, queue_id: int = 0) -> MessageExt | None:

@@ -28,7 +28,7 @@ from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.support import ProcessRunner, free_port
+from tests.support import BrokerCluster
 
 TOPIC = "TimerTopic"
 GROUP = "CG_TIMER"
@@ -38,51 +38,20 @@ SLACK_MS = 600  # event-loop and polling slack on top of one precision
 ROLL_WINDOW = 4
 
 
-def write_broker_conf(tmp_path: Path, port: int, **extra: object) -> Path:
-    values = {"brokerClusterName": "TimerCluster", "brokerName": "broker-timer", "brokerIP1": "127.0.0.1",
-              "listenPort": port, "storePathRootDir": str(tmp_path / "store"),
-              "mappedFileSizeCommitLog": 4 * 1024 * 1024, "mappedFileSizeTimerLog": 52 * 64,
-              "timerRollWindowSlot": ROLL_WINDOW, "timerFlushIntervalMs": 200, **extra}
-    path = tmp_path / "broker.conf"
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-    return path
+TIMER_BROKER = {"brokerClusterName": "TimerCluster", "brokerName": "broker-timer",
+                "mappedFileSizeTimerLog": 52 * 64, "timerRollWindowSlot": ROLL_WINDOW, "timerFlushIntervalMs": 200}
 
 
-class Cluster:
-    def __init__(self, procs: ProcessRunner, tmp_path: Path, **extra: object) -> None:
-        self.procs = procs
-        self.namesrv = f"127.0.0.1:{free_port()}"
-        self.port = free_port()
-        self.addr = f"127.0.0.1:{self.port}"
-        self.conf = write_broker_conf(tmp_path, self.port, **extra)
-        self.broker = None
-
-    async def start_namesrv(self) -> None:
-        port = int(self.namesrv.rsplit(":", 1)[1])
-        await self.procs.astart("namesrv", [f"listenPort={port}"], ready_port=port)
-
-    async def start_broker(self) -> None:
-        self.broker = await self.procs.astart("broker", ["-c", str(self.conf), "-n", self.namesrv],
-                                              ready_text="boot success", ready_port=self.port, timeout=20)
-
-
-async def _cluster(procs: ProcessRunner, tmp_path: Path, **extra: object):
-    c = Cluster(procs, tmp_path, **extra)
-    await c.start_namesrv()
-    await c.start_broker()
-    api = MQClientAPI(timeout=5.0)
+async def _cluster(broker_cluster, api: MQClientAPI, **extra: object) -> BrokerCluster:
+    c = await broker_cluster(**TIMER_BROKER, **extra)
     await api.create_topic(c.addr, TopicConfig(TOPIC, 4, 4))
     await api.create_subscription_group(c.addr, SubscriptionGroupConfig(GROUP))
-    return c, api
+    return c
 
 
 @pytest.fixture
-async def cluster(procs: ProcessRunner, tmp_path: Path):
-    c, api = await _cluster(procs, tmp_path)
-    try:
-        yield c, api
-    finally:
-        await api.close()
+async def cluster(broker_cluster, mq_api: MQClientAPI):
+    return await _cluster(broker_cluster, mq_api), mq_api
 
 
 def now_ms() -> int:
@@ -285,20 +254,18 @@ async def test_due_messages_survive_clean_restart_and_sigkill(cluster) -> None:
         assert m.store_timestamp >= deliveries[key], (key, m.store_timestamp - deliveries[key])
 
 
-async def test_timer_wheel_disabled_refuses_timer_messages(procs: ProcessRunner, tmp_path: Path) -> None:
-    c, api = await _cluster(procs, tmp_path, timerWheelEnable="false")
-    try:
-        with pytest.raises(MQBrokerError) as refused:
-            await send(api, c.addr, 0, {"TIMER_DELAY_SEC": "5"})
-        assert refused.value.code == ResponseCode.SYSTEM_ERROR
-        assert "timerWheelEnable is false" in str(refused.value)
-        assert not (tmp_path / "store" / "timerwheel").exists()
-        response = await api.invoke(c.addr, RequestCode.GET_TIMER_CHECK_POINT)
-        assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR, "The checkpoint is null")
-        await send(api, c.addr, 0, {"DELAY": "1"})  # delay levels keep working
-        assert len(await wait_count(api, c.addr, 0, 1, 5)) == 1
-    finally:
-        await api.close()
+async def test_timer_wheel_disabled_refuses_timer_messages(broker_cluster, mq_api: MQClientAPI,
+                                                           tmp_path: Path) -> None:
+    c, api = await _cluster(broker_cluster, mq_api, timerWheelEnable="false"), mq_api
+    with pytest.raises(MQBrokerError) as refused:
+        await send(api, c.addr, 0, {"TIMER_DELAY_SEC": "5"})
+    assert refused.value.code == ResponseCode.SYSTEM_ERROR
+    assert "timerWheelEnable is false" in str(refused.value)
+    assert not (tmp_path / "store" / "timerwheel").exists()
+    response = await api.invoke(c.addr, RequestCode.GET_TIMER_CHECK_POINT)
+    assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR, "The checkpoint is null")
+    await send(api, c.addr, 0, {"DELAY": "1"})  # delay levels keep working
+    assert len(await wait_count(api, c.addr, 0, 1, 5)) == 1
 
 
 async def test_sigkill_during_dequeue_loses_nothing(cluster) -> None:

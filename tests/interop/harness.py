@@ -20,7 +20,12 @@ from orbitmq.client import MQClientAPI
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
-from tests.support import ProcessRunner, free_port
+from tests.support import ProcessRunner, free_port, start_broker
+
+# The cluster broker's keys on top of tests/support's broker_conf: topics and groups exist only
+# once a test creates them, 64 MiB CommitLog segments, asynchronous flush.
+CLUSTER_BROKER_KEYS = {"autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "false",
+                       "mappedFileSizeCommitLog": 64 * 1024 * 1024, "flushDiskType": "ASYNC_FLUSH"}
 
 _names = itertools.count()
 
@@ -46,13 +51,14 @@ class Cluster:
     def proxy(self) -> str:
         return self.proxies[0]
 
-    def create_topic(self, name: str, queues: int = 4, message_type: str | None = None) -> str:
+    def create_topic(self, name: str, queues: int = 4, message_type: str | None = None, perm: int = 6) -> str:
+        """Create a topic (``perm`` as PermName: 6 read and write, 4 read-only) and wait for its route."""
         attrs = {"message.type": message_type} if message_type else {}
 
         async def go() -> None:
             api = MQClientAPI(timeout=5)
             try:
-                await api.create_topic(self.broker, TopicConfig(name, queues, queues, attributes=attrs))
+                await api.create_topic(self.broker, TopicConfig(name, queues, queues, perm=perm, attributes=attrs))
                 # The broker tells the NameServer at once; wait until the route shows it.
                 deadline = time.monotonic() + 10
                 while True:
@@ -108,21 +114,11 @@ class Cluster:
 def start_cluster(workdir: Path, proxies: int = 2, broker_extra: dict[str, str] | None = None,
                   proxy_extra: dict[str, str] | None = None) -> Cluster:
     runner = ProcessRunner(workdir)
-    ns_port, broker_port = free_port(), free_port()
+    ns_port = free_port()
     namesrv = f"127.0.0.1:{ns_port}"
     runner.start("namesrv", [f"listenPort={ns_port}"], ready_port=ns_port, name="namesrv")
-    conf = {
-        "brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerIP1": "127.0.0.1",
-        "listenPort": broker_port, "storePathRootDir": str(workdir / "store"), "namesrvAddr": namesrv,
-        "autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "false",
-        "mappedFileSizeCommitLog": 64 * 1024 * 1024, "flushDiskType": "ASYNC_FLUSH",
-        "enablePropertyFilter": "true",
-    }
-    conf.update(broker_extra or {})
-    conf_path = workdir / "broker.conf"
-    conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
-    runner.start("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
-                 name="broker", timeout=30)
+    keys = {**CLUSTER_BROKER_KEYS, "enablePropertyFilter": "true", **(broker_extra or {})}
+    _broker, broker = start_broker(runner, workdir, namesrv, **keys)
     addrs = []
     for index in range(proxies):
         port = free_port()
@@ -133,6 +129,6 @@ def start_cluster(workdir: Path, proxies: int = 2, broker_extra: dict[str, str] 
                                "renewAheadTimeMillis=1500", "renewSchedulePeriodMillis=300",
                                *(f"{k}={v}" for k, v in (proxy_extra or {}).items())], ready_port=port, name=f"proxy-{index}")
         addrs.append(f"127.0.0.1:{port}")
-    return Cluster(runner, namesrv, f"127.0.0.1:{broker_port}", addrs)
+    return Cluster(runner, namesrv, broker, addrs)
 
 

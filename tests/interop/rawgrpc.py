@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import uuid
 
-from google.protobuf.duration_pb2 import Duration
-
 from orbitmq.common.message_id import create_uniq_id
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
+from orbitmq.proto.pool import Duration
 
 Code = pb.Code
 

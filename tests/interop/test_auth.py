@@ -7,6 +7,7 @@ Users and ACLs are managed over Remoting (AUTH_* codes) signed as the init Super
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import subprocess
@@ -29,8 +30,8 @@ from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
 from orbitmq.remoting.codes import RequestCode
 from tests.interop import rawgrpc
-from tests.interop.harness import _run, unique
-from tests.support import ProcessRunner, free_port
+from tests.interop.harness import CLUSTER_BROKER_KEYS, _run, unique
+from tests.support import ProcessRunner, free_port, running, start_broker
 from tests.support.prom import scrape
 
 NODE_DIR = Path(__file__).parent / "node"
@@ -58,9 +59,9 @@ class AuthCluster:
     def auth_call(self, code: int, header: dict[str, str], body: dict | None = None) -> None:
         self.admin(lambda api: api.call(self.broker, code, header, json.dumps(body).encode() if body else b""))
 
-    def topic(self, name: str) -> str:
+    def topic(self, name: str, attributes: dict[str, str] | None = None) -> str:
         async def go(api: MQClientAPI) -> None:
-            await api.create_topic(self.broker, TopicConfig(name, 2, 2))
+            await api.create_topic(self.broker, TopicConfig(name, 2, 2, attributes=attributes or {}))
             deadline = time.monotonic() + 10
             while True:
                 try:
@@ -94,40 +95,38 @@ def entry(resource: str, actions: list[str], decision: str = "Allow", ips: list[
 
 @pytest.fixture(scope="module")
 def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
-    workdir: Path = tmp_path_factory.mktemp("auth-cluster")
-    runner = ProcessRunner(workdir)
+    with acl_cluster_running(tmp_path_factory.mktemp("auth-cluster")) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def acl_cluster_running(workdir: Path, broker_keys: dict[str, str] | None = None,
+                        proxy_args: tuple[str, ...] = ()) -> Iterator[AuthCluster]:
+    """NameServer, broker and proxy with authentication and authorization on (``broker_keys`` and
+    ``proxy_args`` on top: tests/interop/java/test_java_grpc.py adds TLS and short transaction checks)."""
     inner = json.dumps(INNER)
     ns_port, broker_port, proxy_port = free_port(), free_port(), free_port()
     broker_metrics_port, proxy_metrics_port = free_port(), free_port()
     namesrv = f"127.0.0.1:{ns_port}"
-    try:
+    with running(workdir) as runner:
         init_user = json.dumps({"username": ADMIN[0], "password": ADMIN[1]})
         # The NameServer knows only the Super users of its own config (init user, inner client).
         runner.start("namesrv", [f"listenPort={ns_port}", "authenticationEnabled=true",
                                  f"initAuthenticationUser={init_user}",
                                  f"innerClientAuthenticationCredentials={inner}"], ready_port=ns_port, name="namesrv")
-        conf = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerIP1": "127.0.0.1",
-                "listenPort": broker_port, "storePathRootDir": str(workdir / "store"), "namesrvAddr": namesrv,
-                "autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "false",
-                "mappedFileSizeCommitLog": 64 * 1024 * 1024, "flushDiskType": "ASYNC_FLUSH",
-                "authenticationEnabled": "true", "authorizationEnabled": "true",
-                "initAuthenticationUser": init_user,
-                "innerClientAuthenticationCredentials": inner,
-                "metricsExporterType": "PROM", "metricsPromExporterPort": broker_metrics_port}
-        conf_path = workdir / "broker.conf"
-        conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
-        runner.start("broker", ["-c", str(conf_path)], ready_port=broker_port, ready_text="boot success",
-                     name="broker", timeout=30)
+        start_broker(runner, workdir, namesrv, port=broker_port, **CLUSTER_BROKER_KEYS,
+                     authenticationEnabled="true", authorizationEnabled="true", initAuthenticationUser=init_user,
+                     innerClientAuthenticationCredentials=inner, metricsExporterType="PROM",
+                     metricsPromExporterPort=broker_metrics_port, **(broker_keys or {}))
         runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "authenticationEnabled=true",
                                "authorizationEnabled=true", f"innerClientAuthenticationCredentials={inner}",
                                "userCacheRefreshSecond=1", "aclCacheRefreshSecond=1",
                                "grpcClientConsumerMinLongPollingTimeoutMillis=1000",
                                "minInvisibleTimeMillsForRecv=1000", "metricsExporterType=PROM",
-                               f"metricsPromExporterPort={proxy_metrics_port}"], ready_port=proxy_port, name="proxy")
+                               f"metricsPromExporterPort={proxy_metrics_port}", *proxy_args],
+                     ready_port=proxy_port, name="proxy")
         yield AuthCluster(runner, namesrv, f"127.0.0.1:{broker_port}", f"127.0.0.1:{proxy_port}",
                           f"127.0.0.1:{broker_metrics_port}", f"127.0.0.1:{proxy_metrics_port}")
-    finally:
-        runner.stop_all()
 
 
 @pytest.fixture

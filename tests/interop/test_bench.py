@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.interop.harness import Cluster, unique
 
 
@@ -28,11 +30,12 @@ def test_bench_producer_consumer_and_baseline(cluster: Cluster) -> None:
     assert base["messages"] > 0 and base["errors"] == 0
 
 
+@pytest.mark.timeout(660)  # above the run's own 600 s limit, which reports its output
 def test_bench_all_runs_every_scenario_and_prints_the_goals() -> None:
     """`orbitmq bench all` on its own local cluster (pinned layout), each measurement cut to 1 s.
 
     Once: a run costs over a minute here. `--repeat`'s run headers and medians are checked in
-    tests/unit/test_bench_relay.py on the same code with made-up runs."""
+    tests/unit/sdk/bench/test_bench_relay.py on the same code with made-up runs."""
     run = subprocess.run([sys.executable, "-m", "orbitmq", "bench", "all", "-d", "1", "--rate", "200", "--pin-cpus",
                           "--repeat", "1", "--drain-messages", "320", "--messages", "320", "--search-start", "100",
                           "--search-duration", "1", "--search-steps", "1"],

@@ -143,10 +143,12 @@ def test_client_lifecycle_errors(stub, names) -> None:
     response = stub.Heartbeat(spb.HeartbeatRequest(client_type=pb.ClientType.PRODUCER), metadata=rawgrpc.metadata())
     assert response.status.code == Code.UNRECOGNIZED_CLIENT_TYPE
     bad = spb.TelemetryCommand(settings=pb.Settings(client_type=pb.ClientType.PRODUCER))
-    replies = stub.Telemetry(iter([bad]), metadata=rawgrpc.metadata(), timeout=5)
-    first = next(replies)
-    assert first.status.code == Code.BAD_REQUEST
-    replies.cancel()
+    # Settings without publishing or subscription: the stream ends with INVALID_ARGUMENT and no
+    # command, as upstream's ClientActivity#processTelemetryException.
+    with pytest.raises(grpc.RpcError) as refused:
+        list(stub.Telemetry(iter([bad]), metadata=rawgrpc.metadata(), timeout=5))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert refused.value.details().startswith("process client telemetryCommand failed.")
 
 
 def test_offsets_errors(stub, names) -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
+from orbitmq.proto.pool import Timestamp
 from tests.interop import rawgrpc
 from tests.interop.harness import Cluster, unique
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from google.protobuf.timestamp_pb2 import Timestamp
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
 
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from orbitmq.proto.pool import Timestamp
 from tests.interop import rawgrpc
 from tests.interop.harness import Cluster, unique
 

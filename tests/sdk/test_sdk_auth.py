@@ -12,8 +12,8 @@ import pytest
 from orbitmq import AsyncProducer, AsyncSimpleConsumer, ClientConfig, Credentials, Message
 from orbitmq.clientcore.errors import UnauthorizedError
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
-from tests.interop.harness import Cluster, unique
-from tests.support import ProcessRunner, free_port
+from tests.interop.harness import CLUSTER_BROKER_KEYS, Cluster, unique
+from tests.support import free_port, running, start_broker
 
 ADMIN = ("sdk-admin", "sdk-admin-secret")
 
@@ -23,29 +23,21 @@ def auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     from orbitmq.auth.client import install_signing  # the ACL helper's signing of Remoting calls
 
     workdir: Path = tmp_path_factory.mktemp("sdk-auth")
-    runner = ProcessRunner(workdir)
     init_user = json.dumps({"username": ADMIN[0], "password": ADMIN[1]})
     inner = json.dumps({"accessKey": "inner", "secretKey": "inner-secret"})
-    ns_port, broker_port, proxy_port = free_port(), free_port(), free_port()
+    ns_port, proxy_port = free_port(), free_port()
     namesrv = f"127.0.0.1:{ns_port}"
-    try:
+    with running(workdir) as runner:
         runner.start("namesrv", [f"listenPort={ns_port}", "authenticationEnabled=true",
                                  f"initAuthenticationUser={init_user}", f"innerClientAuthenticationCredentials={inner}"],
                      ready_port=ns_port, name="namesrv")
-        conf = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerIP1": "127.0.0.1",
-                "listenPort": broker_port, "storePathRootDir": str(workdir / "store"), "namesrvAddr": namesrv,
-                "autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "false",
-                "mappedFileSizeCommitLog": 64 * 1024 * 1024, "flushDiskType": "ASYNC_FLUSH",
-                "authenticationEnabled": "true", "initAuthenticationUser": init_user,
-                "innerClientAuthenticationCredentials": inner}
-        (workdir / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
-        runner.start("broker", ["-c", str(workdir / "broker.conf")], ready_port=broker_port, ready_text="boot success",
-                     name="broker", timeout=30)
+        _broker, broker = start_broker(runner, workdir, namesrv, **CLUSTER_BROKER_KEYS, authenticationEnabled="true",
+                                       initAuthenticationUser=init_user, innerClientAuthenticationCredentials=inner)
         runner.start("proxy", ["-n", namesrv, "--port", str(proxy_port), "authenticationEnabled=true",
                                f"innerClientAuthenticationCredentials={inner}",
                                "grpcClientConsumerMaxLongPollingTimeoutMillis=3000"],
                      ready_port=proxy_port, name="proxy")
-        cluster = Cluster(runner, namesrv, f"127.0.0.1:{broker_port}", [f"127.0.0.1:{proxy_port}"])
+        cluster = Cluster(runner, namesrv, broker, [f"127.0.0.1:{proxy_port}"])
         original = cluster.api_call
 
         def signed_call(fn):
@@ -56,8 +48,6 @@ def auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
         cluster.api_call = signed_call  # type: ignore[method-assign]
         yield cluster
-    finally:
-        runner.stop_all()
 
 
 async def test_credentials_accepted_and_wrong_secret_refused(auth_cluster: Cluster) -> None:

@@ -10,12 +10,15 @@ from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.controller import BrokerController
 from orbitmq.broker.store.config import MessageStoreConfig
 
+from .services import broker_conf
+
 
 @asynccontextmanager
-async def in_process_broker(store_root: Path, cluster: str, name: str) -> AsyncIterator[BrokerController]:
-    """Started with no NameServer and 4 MiB CommitLog segments; shut down (store flushed) on exit."""
-    values = {"brokerClusterName": cluster, "brokerName": name, "brokerIP1": "127.0.0.1", "listenPort": "0",
-              "storePathRootDir": str(store_root), "namesrvAddr": "", "mappedFileSizeCommitLog": str(4 * 1024 * 1024)}
+async def in_process_broker(store_root: Path, cluster: str, name: str,
+                            **keys: object) -> AsyncIterator[BrokerController]:
+    """Started with no NameServer and 4 MiB CommitLog segments (``broker_conf``, ``keys`` on top) on
+    a port the kernel picks; shut down (store flushed) on exit."""
+    values = broker_conf(0, store_root, brokerClusterName=cluster, brokerName=name, **keys)
     controller = BrokerController(BrokerConfig.from_mapping(values), MessageStoreConfig.from_mapping(values),
                                   listen_host="127.0.0.1")
     try:

@@ -41,6 +41,7 @@ class ChaosLoad:
     def __post_init__(self) -> None:
         self._producing = asyncio.Event()
         self._consuming = asyncio.Event()
+        self._producers: list[asyncio.Task[None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._client: ProxyClient | None = None
 
@@ -48,8 +49,8 @@ class ChaosLoad:
         self._client = await ProxyClient(self.spec.endpoint, request_timeout=15).__aenter__()
         self._producing.set()
         self._consuming.set()
-        for i in range(self.spec.producers):
-            self._tasks.append(asyncio.create_task(self._produce(i)))
+        self._producers = [asyncio.create_task(self._produce(i)) for i in range(self.spec.producers)]
+        self._tasks.extend(self._producers)
         for _ in range(self.spec.consumers):
             self._tasks.append(asyncio.create_task(self._consume()))
 
@@ -100,7 +101,13 @@ class ChaosLoad:
                 self.checker.ack_failed(sum(1 for r in results if r is not None))
 
     async def stop_producing(self) -> None:
+        """No new sends; returns once the sends in flight have their outcome. A send answered
+        after the drain looked would count as acknowledged but never be consumed (the consumers
+        stop with the drain): a loss the checker would report that the cluster did not cause."""
         self._producing.clear()
+        for task in self._producers:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(task), 30)
 
     async def drain(self, timeout: float) -> bool:  # noqa: ASYNC109
         """Stop producing and consume until every acknowledged key arrived (False on timeout)."""

@@ -25,9 +25,13 @@ class CheckReport:
     order_violations: list[str]
     problems: list[str] = field(default_factory=list)
 
+    def duplicate_ratio(self) -> float:
+        return self.duplicates / self.acked if self.acked else 0.0
+
     def summary(self) -> str:
         return (f"acked sends {self.acked}, distinct delivered {self.delivered_distinct}, deliveries "
-                f"{self.deliveries}, lost {len(self.lost)}, duplicates {self.duplicates}, delivered but "
+                f"{self.deliveries}, lost {len(self.lost)}, duplicates {self.duplicates} ({self.duplicate_ratio():.2%} of "
+                f"the acked), delivered but "
                 f"never acked by the broker {self.unacked_delivered}, order violations "
                 f"{len(self.order_violations)}")
 

@@ -29,12 +29,11 @@ from orbitmq.remoting.codes import RequestCode, ResponseCode
 from .net import free_port
 from .netns import Bridge, Namespace
 from .process import ManagedProcess, ProcessRunner
-from .services import astart_namesrv
+from .services import aboot_broker, astart_namesrv, write_broker_conf, write_properties
 
 CLUSTER = "HACluster"
 BROKER_NAME = "broker-ha"
 RAFT_GROUP = "OrbitController"
-BROKER_BOOT_TEXT = "boot success"
 PROXY_BOOT_TEXT = "The proxy boot success"
 CONTROLLER_BOOT_TEXT = "The Controller boot success"
 
@@ -108,7 +107,7 @@ class HACluster:
             values = {"controllerDLegerGroup": RAFT_GROUP, "controllerDLegerPeers": peers,
                       "controllerDLegerSelfId": f"n{c.index}", "listenPort": str(c.port), "bindAddress": host,
                       "controllerStorePath": str(self.root / f"controller-{c.index}-store"), **CONTROLLER_TIMINGS}
-            _write_conf(c.conf, values)
+            write_properties(c.conf, values)
         self.controller_addr = ";".join(c.addr for c in self.controllers)
         self.replicas: list[Replica] = []
         for i in range(replicas):
@@ -135,10 +134,8 @@ class HACluster:
         _proc, namesrv_addr = await astart_namesrv(self.runner, *overrides, name="namesrv")
         self.namesrv_addr = namesrv_addr.replace("127.0.0.1", self.host)
         for r in self.replicas:
-            values = {**self.broker_values, "brokerIP1": r.host, "listenPort": str(r.port),
-                      "haListenPort": str(r.ha_port),
-                      "storePathRootDir": str(r.store), "namesrvAddr": self.namesrv_addr}
-            _write_conf(r.conf, values)
+            write_broker_conf(r.conf, r.port, r.store, **{**self.broker_values, "brokerIP1": r.host,
+                                                          "haListenPort": r.ha_port, "namesrvAddr": self.namesrv_addr})
         await asyncio.gather(*(self.start_replica(r) for r in self.replicas))
         await self.wait_master(timeout=wait_master)
         # Healthy before any fault: every replica in the SyncStateSet (a master alone in it has
@@ -155,11 +152,9 @@ class HACluster:
                                           name=f"controller-{c.index}")
 
     async def start_replica(self, r: Replica, timeout: float = 60.0) -> None:  # noqa: ASYNC109
-        # The boot line too, not only the port: the port alone could be answered by another process.
-        r.proc = await self.runner.astart("broker", ["-c", str(r.conf), "--log-level", self.log_level],
-                                          ready_port=(r.host, r.port), ready_text=BROKER_BOOT_TEXT,
-                                          timeout=timeout, name=f"broker-{r.index}",
-                                          prefix=r.netns.exec_prefix if r.netns else ())
+        r.proc = await aboot_broker(self.runner, r.conf, r.port, "--log-level", self.log_level, host=r.host,
+                                    timeout=timeout, name=f"broker-{r.index}",
+                                    prefix=r.netns.exec_prefix if r.netns else ())
 
     @property
     def endpoint(self) -> str:
@@ -353,7 +348,3 @@ class HACluster:
                     continue
         return count
 
-
-def _write_conf(path: Path, values: dict[str, str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")

@@ -8,12 +8,13 @@ Each process writes stdout and stderr to its own log file under the test's tmp_p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .net import port_open
@@ -147,7 +148,12 @@ class ProcessRunner:
         name = name or f"{service}-{self._counter}"
         log_path = self.workdir / f"{name}.log"
         log_start = log_path.stat().st_size if log_path.exists() else 0
-        argv = [*prefix, sys.executable, "-m", "orbitmq", service, *map(str, args)]
+        args = [str(a) for a in args]
+        if service == "proxy" and not any(a.startswith("remotingListenPort=") for a in args):
+            # The proxy's Remoting port defaults to 8080 (upstream's): tests running side by side
+            # take an ephemeral one unless they name one.
+            args.append("remotingListenPort=0")
+        argv = [*prefix, sys.executable, "-m", "orbitmq", service, *args]
         with open(log_path, "ab") as log_file:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                      cwd=self.workdir, env=self._env(env), start_new_session=True)
@@ -197,3 +203,18 @@ class ProcessRunner:
             parts.append(f"{proc.name}: pid {proc.pid}, exit {proc.returncode}, {len(warnings)} warnings/errors"
                          + "".join(f"\n    {line[:240]}" for line in warnings[-5:]))
         return "\n".join(parts)
+
+
+@contextlib.contextmanager
+def running(workdir: Path, env: dict[str, str] | None = None) -> Iterator[ProcessRunner]:
+    """A ProcessRunner for a module- or session-scoped fixture, where the per-test ``procs`` cannot
+    serve: if the block raises, its services' logs are printed at once (a fixture's setup error
+    shows only what setup printed), and every service is stopped on exit."""
+    runner = ProcessRunner(workdir, env)
+    try:
+        yield runner
+    except BaseException:
+        print("\n===== service logs =====\n" + runner.report(), file=sys.stderr)
+        raise
+    finally:
+        runner.stop_all()

@@ -34,3 +34,5 @@ class ClientChannelInfo:
     language: str = "JAVA"
     version: int = 0
     last_update_timestamp: int = field(default_factory=now_ms)
+    # Settings.client_properties of a gRPC client, relayed by the proxy's heartbeats.
+    properties: dict[str, str] = field(default_factory=dict)

@@ -58,6 +58,7 @@ class ConsumerGroupInfo:
                 self.channel_info_table[info.channel] = info
             else:
                 old.last_update_timestamp = now_ms()
+                old.properties = info.properties
             changed = False
         self.last_update_timestamp = now_ms()
         return changed

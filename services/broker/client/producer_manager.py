@@ -32,6 +32,7 @@ class ProducerManager:
             log.info("new producer connected, group: %s channel: %s", group, channel_remote_addr(info.channel))
         else:
             old.last_update_timestamp = now_ms()
+            old.properties = info.properties
 
     def unregister_producer(self, group: str, channel: Any) -> None:
         channels = self.group_channel_table.get(group)

@@ -1,4 +1,4 @@
-"""The persistent broker id of controller mode (RocketMQ 5.1.1+, reference §1.7).
+"""The persistent broker id of controller mode (RocketMQ 5.1.1+: ReplicasManager#register, BrokerMetadata).
 
 A broker in controller mode does not configure its id: the controller assigns one, and the
 broker keeps it on disk so a restart comes back as the same replica.

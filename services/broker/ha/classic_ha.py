@@ -1,4 +1,4 @@
-"""DefaultHAService: classic master/slave replication by ``brokerRole`` (reference §6).
+"""DefaultHAService: classic master/slave replication by ``brokerRole`` (with DefaultHAConnection/Client).
 
 No controller, no epochs, no truncation. The master listens on ``haListenPort``; a slave dials
 ``haMasterAddress`` (or the HA address its NameServer registration returned) and reports its
@@ -11,7 +11,8 @@ drops a connection that read nothing for ``haHousekeepingInterval``; the slave r
 
 SYNC_MASTER sends wait for ``inSyncReplicas`` copies (the master included) up to
 ``slaveTimeout``, then answer FLUSH_SLAVE_TIMEOUT (12) as RocketMQ 5 does; the 4.x answer
-SLAVE_NOT_AVAILABLE (11) for "no slave connected" is not produced (reference §5).
+SLAVE_NOT_AVAILABLE (11) for "no slave connected" is not produced (nor is it by 5.x: HAService#isSlaveOK
+is unused).
 """
 
 from __future__ import annotations
@@ -281,7 +282,7 @@ class DefaultHAClient:
                 if local_max != 0 and local_max != offset:
                     raise ProtocolError(f"master sent offset {offset}, the local max is {local_max}")
                 if size:
-                    if not store.append_to_commit_log(offset, body):
+                    if not store.replication.append_to_commit_log(offset, body):
                         raise ProtocolError(f"cannot append {size} bytes at {offset}")
                     self.transferred_bytes += size
                 new_max = store.get_max_phy_offset()

@@ -4,10 +4,12 @@ Reads and writes go to the leader; any node answers GET_METADATA_INFO (1005), wh
 leader. A leader-only call answered with CONTROLLER_NOT_LEADER (2007), or one that cannot reach
 the node it thought was the leader, rediscovers the leader over every ``controllerAddr`` entry
 and is sent once more. Heartbeats (904) are oneway and go to every *reachable* controller, so
-a follower that becomes leader already knows which brokers are alive (reference §1.10).
+a follower that becomes leader already knows which brokers are alive
+(ReplicasManager#sendHeartbeatToController; DefaultBrokerHeartbeatManager on the controller).
 
-Header fields and bodies are the reference's (§1.3, §1.4); bodies are parsed leniently because
-a Java controller writes fastjson (``{1:"addr"}`` map keys).
+Header fields and bodies are upstream's (the ``header/controller`` classes, ``SyncStateSet``,
+``ElectMasterResponseBody``, ``BrokerReplicasInfo``); bodies are parsed leniently because a Java
+controller writes fastjson (``{1:"addr"}`` map keys).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""EpochFileCache: which master epoch wrote which CommitLog range (reference §4).
+"""EpochFileCache: which master epoch wrote which CommitLog range (RocketMQ's EpochFileCache).
 
 Each entry says "from ``start_offset`` on, the log was written by the master of ``epoch``";
 an entry ends where the next one starts (the last one at Long.MAX_VALUE). Slaves compare their
-entries with the master's at handshake time to find where their logs diverged (§3.3).
+entries with the master's at handshake time to find where their logs diverged (AutoSwitchHAClient#doTruncate).
 
 The file (``storePathEpochFile``, default ``<storePathRootDir>/epochFileCheckpoint``) is the
 text format of RocketMQ's CheckpointFile: entry count, CRC32 of the entry lines as
@@ -80,7 +80,7 @@ def decode_epoch_file(text: str) -> list[EpochEntry] | None:
 
 def find_consistent_point(local: list[EpochEntry], local_max: int,
                           master: list[EpochEntry], master_max: int) -> int:
-    """Where a slave's log and the master's agree up to (§3.3); -1 when nowhere.
+    """Where a slave's log and the master's agree up to (EpochFileCache#findConsistentPoint); -1 when nowhere.
 
     Walks the local epochs from the newest: at the first one the master also has with the
     same start offset, the point is min(local end, master end), the last entry of each side

@@ -1,4 +1,4 @@
-"""GroupTransferService: SYNC_MASTER sends waiting for their replicas (reference §5).
+"""GroupTransferService: SYNC_MASTER sends waiting for their replicas (GroupTransferService#doWaitTransfer).
 
 A put that must be replicated registers the CommitLog offset its records end at; every slave
 ack (and every SyncStateSet change) re-checks the waiters, and the HA service decides what

@@ -1,4 +1,4 @@
-"""AutoSwitchHAClient: a slave's end of the AutoSwitch HA protocol (reference §3.1-3.6).
+"""AutoSwitchHAClient: a slave's end of the AutoSwitch HA protocol (RocketMQ's AutoSwitchHAClient).
 
 Per connection attempt: READY (cut a partially written CommitLog tail and its epoch suffix),
 dial the master, HANDSHAKE (send 16 bytes, read the master's epoch list within 5 s), truncate
@@ -8,8 +8,9 @@ exactly the local max offset, record new epochs, take the confirm offset from ea
 after ``haConnectRetryInterval`` (RocketMQ: 5 s).
 
 Unlike upstream, which sends its first TRANSFER ack at the next heartbeat (up to 5 s after the
-handshake, reference §3.3 note 6), the client acks right after the truncation: the master
-starts transferring that much earlier, and the frames are the same.
+handshake: AutoSwitchHAClient#reportSlaveMaxOffset reports only an offset larger than the one
+truncated to), the client acks right after the truncation: the master starts transferring that
+much earlier, and the frames are the same.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class AutoSwitchHAClient:
                 await self._wait_address(1.0)
                 continue
             self.current_state = HAConnectionState.READY
-            cut = self.store.truncate_invalid_msg()
+            cut = self.store.replication.truncate_invalid_msg()
             if cut >= 0:
                 self.epoch_cache.truncate_suffix_by_offset(cut)
             try:
@@ -174,7 +175,7 @@ class AutoSwitchHAClient:
         return master_max, entries
 
     def _truncate(self, master_entries: list[EpochEntry], master_max: int) -> bool:
-        """doTruncate (§3.3): cut the local log back to where it agrees with the master's."""
+        """AutoSwitchHAClient#doTruncate: cut the local log back to where it agrees with the master's."""
         store = self.store
         local_max = store.get_max_phy_offset()
         if self.epoch_cache.size() == 0:
@@ -188,7 +189,7 @@ class AutoSwitchHAClient:
             return False
         if point < local_max:
             log.info("truncating the local CommitLog from %d to the consistent point %d", local_max, point)
-        if not store.truncate_files(point):
+        if not store.replication.truncate_files(point):
             return False
         self.epoch_cache.truncate_suffix_by_offset(point)
         self.current_reported_offset = min(point, store.get_max_phy_offset())
@@ -231,10 +232,10 @@ class AutoSwitchHAClient:
                     self.current_received_epoch = epoch
                     if epoch > self.epoch_cache.last_epoch():
                         self.epoch_cache.append_entry(EpochEntry(epoch, epoch_start))
-                if not store.append_to_commit_log(offset, body):
+                if not store.replication.append_to_commit_log(offset, body):
                     raise ProtocolError(f"cannot append {size} bytes at {offset}")
                 self.transferred_bytes += size
-            store.set_confirm_offset(min(confirm, store.get_max_phy_offset()))
+            store.replication.set_confirm_offset(min(confirm, store.get_max_phy_offset()))
             new_max = store.get_max_phy_offset()
             if new_max > self.current_reported_offset:
                 self.current_reported_offset = new_max

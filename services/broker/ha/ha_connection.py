@@ -1,4 +1,4 @@
-"""AutoSwitchHAConnection: the master's end of one slave's HA connection (reference §3).
+"""AutoSwitchHAConnection: the master's end of one slave's HA connection (RocketMQ's AutoSwitchHAConnection).
 
 Wire format (big-endian, no Remoting framing):
 - slave -> master HANDSHAKE, 16 bytes: [int32 state=1][int16 syncFromLastFile][int16 asyncLearner]
@@ -248,7 +248,7 @@ class AutoSwitchHAConnection:
                 # A heartbeat also carries a confirm offset that moved since the last frame, so
                 # the slave's readers do not wait for the next periodic one (same frame format).
                 if (_now_ms() - last_write > cfg.ha_send_heartbeat_interval
-                        or self.store.get_confirm_offset() != self.last_sent_confirm_offset):
+                        or self.store.replication.get_confirm_offset() != self.last_sent_confirm_offset):
                     await self._heartbeat(epoch)
                     last_write = _now_ms()
                 await self._wait_wakeup(IDLE_POLL_S)
@@ -262,7 +262,7 @@ class AutoSwitchHAConnection:
 
     async def _heartbeat(self, epoch: EpochEntry | None) -> None:
         epoch_no, epoch_start = (epoch.epoch, epoch.start_offset) if epoch is not None else (-1, -1)
-        confirm = self.store.get_confirm_offset()
+        confirm = self.store.replication.get_confirm_offset()
         await self._send(TRANSFER_HEADER.pack(HAConnectionState.TRANSFER, 0, self.next_transfer_from_where,
                                               epoch_no, epoch_start, confirm))
         self.last_sent_confirm_offset = confirm
@@ -294,7 +294,7 @@ class AutoSwitchHAConnection:
         data = mf.read(pos, size)
         if data is None:
             return False
-        confirm = store.get_confirm_offset()
+        confirm = store.replication.get_confirm_offset()
         self.last_sent_confirm_offset = confirm
         header = TRANSFER_HEADER.pack(HAConnectionState.TRANSFER, len(data), start, epoch.epoch,
                                       epoch.start_offset, confirm)

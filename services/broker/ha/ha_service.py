@@ -1,4 +1,4 @@
-"""AutoSwitchHAService: replication in controller mode (reference §2.3, §2.4, §3, §3.7, §5).
+"""AutoSwitchHAService: replication in controller mode (RocketMQ's AutoSwitchHAService).
 
 The broker's ReplicasManager drives it (docs/controller-ha.md "Store <-> HA interface"):
 ``change_to_master(epoch)`` / ``change_to_slave(addr, epoch, id)`` on role changes,
@@ -98,7 +98,7 @@ class AutoSwitchHAService:
         log.info("AutoSwitchHAService listening on %s:%d", self.listen_host, self.listen_port)
 
     async def _epoch_prefix_loop(self) -> None:
-        """Drop epoch entries whose CommitLog files retention deleted (reference §4)."""
+        """Drop epoch entries whose CommitLog files retention deleted (#truncateEpochFilePrefix)."""
         while True:
             await asyncio.sleep(EPOCH_PREFIX_CHECK_S)
             try:
@@ -146,7 +146,7 @@ class AutoSwitchHAService:
         self._connections.clear()
 
     def remove_connection(self, conn: AutoSwitchHAConnection) -> None:
-        """A closed connection: its slave leaves the SyncStateSet at once (§2.4)."""
+        """A closed connection: its slave leaves the SyncStateSet at once (#removeConnection)."""
         if conn not in self._connections:
             return
         self._connections.remove(conn)
@@ -179,20 +179,20 @@ class AutoSwitchHAService:
             await self._client.shutdown()
             self._client = None
         store = self.store
-        truncated = store.truncate_invalid_msg()
+        truncated = store.replication.truncate_invalid_msg()
         self.is_master = True
         if not self._local_sync_state_set and self.local_broker_id is not None:
             self._local_sync_state_set = {self.local_broker_id}
-        store.set_confirm_offset(self.compute_confirm_offset())
+        store.replication.set_confirm_offset(self.compute_confirm_offset())
         cache = self.epoch_cache
         if truncated >= 0:
             await asyncio.to_thread(cache.truncate_suffix_by_offset, truncated)
         await self._append_epoch(master_epoch)
         while not store.dispatch_caught_up():  # noqa: ASYNC110 - the reput task has no event to await
             await asyncio.sleep(DISPATCH_WAIT_S)
-        store.recover_topic_queue_table()
+        store.replication.recover_topic_queue_table()
         log.info("change to master, epoch %d: truncated at %d, confirm offset %d, max offset %d", master_epoch,
-                 truncated, store.get_confirm_offset(), store.get_max_phy_offset())
+                 truncated, store.replication.get_confirm_offset(), store.get_max_phy_offset())
         return True
 
     async def _change_to_master_when_last_role_is_master(self, master_epoch: int) -> bool:
@@ -201,7 +201,7 @@ class AutoSwitchHAService:
         if cache.last_epoch() == master_epoch:
             return True  # the same epoch again: its entry already says where it started
         await self._append_epoch(master_epoch)
-        self.store.set_confirm_offset(self.compute_confirm_offset())
+        self.store.replication.set_confirm_offset(self.compute_confirm_offset())
         log.info("still master, now of epoch %d from offset %d", master_epoch, self.store.get_max_phy_offset())
         return True
 
@@ -254,7 +254,7 @@ class AutoSwitchHAService:
         if epoch is not None:
             self.sync_state_set_epoch = epoch
         if self.is_master:
-            self.store.set_confirm_offset(self.compute_confirm_offset())
+            self.store.replication.set_confirm_offset(self.compute_confirm_offset())
         self.group_transfer.notify()
 
     def get_local_sync_state_set(self) -> set[int]:
@@ -314,7 +314,7 @@ class AutoSwitchHAService:
         current = set(self._local_sync_state_set)
         if slave_id in current:
             return
-        if slave_max_offset < self.store.get_confirm_offset():
+        if slave_max_offset < self.store.replication.get_confirm_offset():
             return
         last = self.epoch_cache.last_entry()
         if last is not None and slave_max_offset < last.start_offset:
@@ -357,7 +357,7 @@ class AutoSwitchHAService:
         connected = {c.slave_id for c in self._connections}
         for member in self.get_sync_state_set():
             if member != self.local_broker_id and member not in connected:
-                return store.get_confirm_offset_directly()
+                return store.replication.get_confirm_offset_directly()
         sss = self.get_sync_state_set()
         for conn in self._connections:
             if conn.slave_id in sss and conn.slave_ack_offset > 0:
@@ -368,8 +368,8 @@ class AutoSwitchHAService:
         if self.is_master and slave_id in self.get_sync_state_set():
             store = self.store
             new = self.compute_confirm_offset()
-            if new != store.get_confirm_offset_directly():
-                store.set_confirm_offset(new)
+            if new != store.replication.get_confirm_offset_directly():
+                store.replication.set_confirm_offset(new)
                 for conn in self._connections:
                     conn.wakeup()  # the slaves hear of it with their next frame
 
@@ -378,7 +378,7 @@ class AutoSwitchHAService:
         store = self.store
         if self.is_master and (len(self._local_sync_state_set) <= 1 or not self.store_config.all_ack_in_sync_state_set):
             return store.get_max_phy_offset()
-        return store.get_confirm_offset_directly()
+        return store.replication.get_confirm_offset_directly()
 
     # --- send acknowledgement --------------------------------------------------------------
     def in_sync_replicas_not_enough(self) -> bool:
@@ -398,7 +398,7 @@ class AutoSwitchHAService:
         return await self.group_transfer.wait(next_offset, need, self.store_config.slave_timeout)
 
     def _acked_offset(self, need: int) -> int:
-        """GroupTransferService's rule (§5): all-ack = every SyncStateSet member (the master
+        """GroupTransferService#doWaitTransfer's rule: all-ack = every SyncStateSet member (the master
         counting itself); N = N - 1 slave connections of any kind, learners included."""
         if need == ALL_ACK_IN_SYNC_STATE_SET:
             sss = self.get_sync_state_set()

@@ -1,4 +1,4 @@
-"""ReplicasManager: a broker's life in controller mode (reference §1.7, §1.10, §1.11, §2).
+"""ReplicasManager: a broker's life in controller mode (RocketMQ's broker/controller/ReplicasManager).
 
 Start-up runs INITIAL -> FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE (leader found) ->
 REGISTER_TO_CONTROLLER_DONE (broker id applied and registered) -> RUNNING (role known). Until
@@ -247,7 +247,7 @@ class ReplicasManager:
         return self.state is State.RUNNING
 
     async def register_to_controller(self) -> None:
-        """Obtain the persistent broker id (§1.7), then CONTROLLER_REGISTER_BROKER (1003)."""
+        """Obtain the persistent broker id (#getNextBrokerId, #applyBrokerId), then CONTROLLER_REGISTER_BROKER."""
         broker_id = await self._obtain_broker_id()
         self.broker_controller_id = broker_id
         if self.ha_service is not None:
@@ -547,7 +547,7 @@ class ReplicasManager:
             cluster_name=self.config.broker_cluster_name, broker_name=self.config.broker_name,
             broker_addr=self.config.broker_addr, broker_id=self.broker_controller_id,
             epoch=self._last_epoch(), max_offset=int(store.get_max_phy_offset()) if store is not None else 0,
-            confirm_offset=int(store.get_confirm_offset()) if store is not None else 0,
+            confirm_offset=int(store.replication.get_confirm_offset()) if store is not None else 0,
             heartbeat_timeout_millis=self.config.controller_heart_beat_timeout_mills,
             election_priority=self.config.broker_election_priority)
 

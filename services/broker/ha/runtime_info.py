@@ -78,7 +78,7 @@ def ha_runtime_info(broker: Any, sampler: TransferRateSampler) -> dict[str, Any]
             "lastWriteTimestamp": int(client.last_write_time_ms),
             # The master's confirm offset as this slave last learned it (AutoSwitch transfer header);
             # the classic protocol carries none.
-            "masterFlushOffset": int(store.get_confirm_offset()) if auto_switch else 0,
+            "masterFlushOffset": int(store.replication.get_confirm_offset()) if auto_switch else 0,
             "activated": bool(address),
         })
     if client_info["masterAddr"] is None:

@@ -1,4 +1,4 @@
-"""SlaveSynchronize: a slave copies its master's metadata (reference §2.3, RocketMQ's SlaveSynchronize).
+"""SlaveSynchronize: a slave copies its master's metadata (RocketMQ's SlaveSynchronize#syncAll).
 
 The CommitLog reaches a slave over the HA port; topics, subscription groups, consumer offsets
 and delay-level offsets do not. Without this copy a promoted slave would serve unknown groups
@@ -6,7 +6,9 @@ from offset 0 and redeliver every delayed message. Every 3 s the task checks whe
 passed since the last full copy, and if so asks the master (its Remoting address) for:
 
 - GET_ALL_TOPIC_CONFIG (21): replaces the table when the master's DataVersion differs;
-- GET_ALL_CONSUMER_OFFSET (43): merged over the local offsets (a slave commits none itself);
+- GET_ALL_CONSUMER_OFFSET (43): merged over the local offsets (a slave commits none itself); once
+  promoted, POP offsets are raised past what the replicated checkpoints show was popped since
+  (pop/offset_recovery.py);
 - GET_ALL_DELAY_OFFSET (45): delayOffset.json, so delivery resumes where the master was;
 - GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): replaces the table when the DataVersion differs;
 - AUTH_LIST_USER (3005) and AUTH_LIST_ACL (3010): the ACL 2.0 users and ACLs, replaced when they
@@ -79,6 +81,9 @@ class SlaveSynchronize:
         self.client = RemotingClient(connect_timeout=RPC_TIMEOUT)
         self._task: asyncio.Task[None] | None = None
         self._last_sync_all = 0.0
+        # Wall-clock ms at which the last consumer-offset copy was asked for (None: never since
+        # start): a promoted master reads the revive log back to about then (pop/offset_recovery.py).
+        self.offsets_copied_at_ms: int | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -170,12 +175,14 @@ class SlaveSynchronize:
         log.info("update slave topic config from master %s", self.master_addr)
 
     async def sync_consumer_offset(self) -> None:
+        asked_at = self.broker.now_ms()
         obj = await self._fetch(RequestCode.GET_ALL_CONSUMER_OFFSET, "consumer offset")
         manager = self.broker.consumer_offset_manager
         table, version = await asyncio.to_thread(manager.parse, obj)
         with manager._lock:
             manager.offset_table.update(table)
             manager.data_version.assign_new_one(version)
+        self.offsets_copied_at_ms = asked_at
         await manager.persist_async()
         log.debug("update slave consumer offset from master %s", self.master_addr)
 

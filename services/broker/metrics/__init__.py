@@ -1,4 +1,4 @@
-"""Broker metrics with RocketMQ 5's names (reference §2.3): see manager.BrokerMetricsManager."""
+"""Broker metrics with RocketMQ 5's names (upstream's BrokerMetricsConstant): see manager.BrokerMetricsManager."""
 
 from orbitmq.broker.metrics.manager import BrokerMetricsManager
 

@@ -1,4 +1,5 @@
-"""BrokerMetricsManager: RocketMQ 5's broker metrics (reference §2.3, §2.4) for Prometheus.
+"""BrokerMetricsManager: RocketMQ 5's broker metrics (upstream's BrokerMetricsManager and
+BrokerMetricsConstant; docs/metrics.md) for Prometheus.
 
 Counting happens at the BrokerController's put and get seams, where every processor (send,
 send-back, DLQ, revive, delay delivery, pull, POP) meets, and in one wrapper around each
@@ -6,9 +7,9 @@ Remoting processor (rpc latency). The hot path is a dict lookup of a per-(topic,
 a few integer additions; everything that can be derived from broker state (lag, inflight,
 connections, storage, watermarks, counts) is computed when Prometheus scrapes.
 
-Names follow §2.5: the OTel Prometheus exporter appends the unit, so a latency declared in
-milliseconds is exported as ``..._milliseconds`` and a size in bytes as ``..._bytes``; counters
-end in ``_total``.
+Names are BrokerMetricsConstant's, and the OTel Prometheus exporter appends the unit, so a
+latency declared in milliseconds is exported as ``..._milliseconds`` and a size in bytes as
+``..._bytes``; counters end in ``_total``.
 
 Hook points for features other modules own (call them on the event loop):
 - transactions: ``on_commit(topic)``, ``on_rollback(topic)``, ``on_finish_latency(topic, seconds)``
@@ -505,7 +506,7 @@ class BrokerMetricsManager:
             total_lag = total_inflight = total_ready = 0
             oldest_unconsumed = oldest_unpulled = 0
             for queue_id in range(config.write_queue_nums):
-                max_offset = max(b.max_offset(topic, queue_id), 0)
+                max_offset = max(store.get_max_offset_in_queue(topic, queue_id), 0)
                 committed = max(offsets.query_offset(group, topic, queue_id), 0)
                 pulled = max(offsets.query_pull_offset(group, topic, queue_id), committed)
                 q_lag = max(max_offset - committed, 0)
@@ -514,11 +515,11 @@ class BrokerMetricsManager:
                 total_ready += q_ready
                 total_inflight += max(min(pulled, max_offset) - committed, 0)
                 if q_lag:
-                    ts = _store_time(store, topic, queue_id, committed)
+                    ts = b.message_store_timestamp(topic, queue_id, committed)
                     if ts and (not oldest_unconsumed or ts < oldest_unconsumed):
                         oldest_unconsumed = ts
                 if q_ready:
-                    ts = _store_time(store, topic, queue_id, pulled)
+                    ts = b.message_store_timestamp(topic, queue_id, pulled)
                     if ts and (not oldest_unpulled or ts < oldest_unpulled):
                         oldest_unpulled = ts
             values = (*common, group, topic, _bool(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
@@ -588,13 +589,6 @@ def _ha_figures(broker: Any) -> dict[str, int]:
         out["epoch"] = int(manager.master_epoch)
         out["sync_state_set"] = len(manager.sync_state_set)
     return out
-
-
-def _store_time(store: Any, topic: str, queue_id: int, offset: int) -> int:
-    try:
-        return int(store.get_message_store_timestamp(topic, queue_id, offset) or 0)
-    except Exception:
-        return 0
 
 
 def _long_polling(code: int, request: Any) -> bool:

@@ -22,7 +22,7 @@ from .checkpoint import AckMsg, BatchAck, BatchAckMsg, RevivePayloadError, parse
 from .constants import build_lock_key
 
 if TYPE_CHECKING:
-    from .service import PopService
+    from .interfaces import AckPop
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def bad_extra_info(exc: ExtraInfoError) -> RequestError:
 
 
 class AckMessageProcessor:
-    def __init__(self, pop: PopService) -> None:
+    def __init__(self, pop: AckPop) -> None:
         self.pop = pop
         self.broker = pop.broker
 
@@ -52,8 +52,9 @@ class AckMessageProcessor:
             raise bad_extra_info(exc) from None
         topic = info.real_topic(topic, group)
         self.pop.check_topic_queue(topic, queue_id, channel)
-        min_offset = self.broker.min_offset(topic, queue_id)
-        max_offset = self.broker.max_offset(topic, queue_id)
+        store = self.broker.message_store
+        min_offset = store.get_min_offset_in_queue(topic, queue_id)
+        max_offset = store.get_max_offset_in_queue(topic, queue_id)
         if offset < min_offset or offset > max_offset:
             return request.response_to(ResponseCode.NO_MESSAGE, f"offset is illegal, key:{topic}@{queue_id}, "
                                        f"commit:{offset}, store:{min_offset}~{max_offset}")
@@ -101,6 +102,7 @@ class AckMessageProcessor:
         client = broker.remote_addr(channel)
         select_topic_config = broker.topic_config_manager.select_topic_config
         default_broker_name = broker_name or broker.config.broker_name
+        store = broker.message_store
         revive_queue_num = self.pop.revive_queue_num()
         for back in acks:
             try:
@@ -109,8 +111,8 @@ class AckMessageProcessor:
                 raise bad_extra_info(exc) from None
             if select_topic_config(topic) is None:
                 continue
-            min_offset = broker.min_offset(topic, back.queue_id)
-            max_offset = broker.max_offset(topic, back.queue_id)
+            min_offset = store.get_min_offset_in_queue(topic, back.queue_id)
+            max_offset = store.get_max_offset_in_queue(topic, back.queue_id)
             start = back.start_offset
             offsets = [o for o in [start + i for i in back.bits] if min_offset <= o <= max_offset]
             if not offsets:

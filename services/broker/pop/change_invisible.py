@@ -23,13 +23,13 @@ from .checkpoint import AckMsg, PopCheckPoint
 from .constants import build_lock_key
 
 if TYPE_CHECKING:
-    from .service import PopService
+    from .interfaces import ChangeInvisiblePop
 
 log = logging.getLogger(__name__)
 
 
 class ChangeInvisibleTimeProcessor:
-    def __init__(self, pop: PopService) -> None:
+    def __init__(self, pop: ChangeInvisiblePop) -> None:
         self.pop = pop
         self.broker = pop.broker
 
@@ -51,8 +51,9 @@ class ChangeInvisibleTimeProcessor:
             raise bad_extra_info(exc) from None
         topic = info.real_topic(topic, group)
         self.pop.check_topic_queue(topic, queue_id, channel)
-        min_offset = self.broker.min_offset(topic, queue_id)
-        max_offset = self.broker.max_offset(topic, queue_id)
+        store = self.broker.message_store
+        min_offset = store.get_min_offset_in_queue(topic, queue_id)
+        max_offset = store.get_max_offset_in_queue(topic, queue_id)
         if offset < min_offset or offset >= max_offset:
             return request.response_to(ResponseCode.NO_MESSAGE, f"offset is illegal, key:{topic}@{queue_id}, "
                                        f"offset:{offset}, store:{min_offset}~{max_offset}")

@@ -1,8 +1,8 @@
 """PopConfig: the BrokerConfig keys of POP, with RocketMQ's defaults.
 
 ``PopConfig.from_broker_config`` takes those BrokerConfig carries (``revive_interval``,
-``pop_from_retry_probability``, ``max_pop_polling_size``) and keeps the defaults for the
-internal knobs broker.conf does not name.
+``pop_from_retry_probability``, ``max_pop_polling_size``, ``init_pop_offset_by_check_msg_in_mem``)
+and keeps the defaults for the internal knobs broker.conf does not name.
 """
 
 from __future__ import annotations
@@ -20,8 +20,16 @@ class PopConfig:
     revive_ack_wait_ms: int = 1000
     # Percent of pops that read the retry topic first (popFromRetryProbability).
     pop_from_retry_probability: int = 20
+    # The same for pops of a PRIORITY topic served in priority order (popFromRetryProbabilityForPriority).
+    pop_from_retry_probability_for_priority: int = 0
+    # Queue n-1 is the highest priority when true, queue 0 when false (priorityOrderAsc).
+    priority_order_asc: bool = True
+    # Revived messages keep their queue id in a retry topic as wide as the topic (useSeparateRetryQueue).
+    use_separate_retry_queue: bool = False
     # Parked POP/NOTIFICATION requests allowed at once (maxPopPollingSize).
     max_pop_polling_size: int = 100_000
+    # A new group starts at a queue's first message only while it is in memory (initPopOffsetByCheckMsgInMem).
+    init_pop_offset_by_check_msg_in_mem: bool = True
     # Revive-log records read per batch.
     revive_batch_size: int = 32
     # consumerOrderInfo.json write period when it changed.

@@ -19,11 +19,11 @@ from orbitmq.remoting.protocol import RemotingCommand
 from .pop_processor import MAX_PARK_SLICE_SECONDS
 
 if TYPE_CHECKING:
-    from .service import PopService
+    from .interfaces import NotificationPop
 
 
 class NotificationProcessor:
-    def __init__(self, pop: PopService) -> None:
+    def __init__(self, pop: NotificationPop) -> None:
         self.pop = pop
         self.broker = pop.broker
 

@@ -6,7 +6,8 @@ the queue lock, reads from the group's pop offset, writes a checkpoint for what 
 the revive log and only then moves the pop offset, so a crash never loses a handed-out message.
 An orderly pop writes no checkpoint: ConsumerOrderInfoManager blocks the queue until the batch
 is acked or its invisible time passes, and the offset moves on ack. An empty pop parks in
-PopLongPollingService until a message arrives or pollTime ends (POLLING_TIMEOUT).
+PopLongPollingService until a message arrives or pollTime ends (POLLING_TIMEOUT); one woken
+after its group's consumeMessageOrderly changed answers empty instead.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from orbitmq.common.constants import is_readable, is_retry_topic
 from orbitmq.common.extra_info import POP_ORDER_REVIVE_QUEUE, build_pop_retry_topic
 from orbitmq.common.filter.message_filter import TagFilter
 from orbitmq.common.message_codec import decode_record
+from orbitmq.common.subscription_group import PRIORITY_FACTOR_DEFAULT
+from orbitmq.common.topic_config import TopicMessageType
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 
@@ -37,7 +40,7 @@ from .constants import INIT_MODE_MIN, MAX_POP_MSG_NUMS, build_lock_key
 from .message_rewrite import rewrite_popped_record
 
 if TYPE_CHECKING:
-    from .service import PopService
+    from .interfaces import PopProcessorPop, QueueOffsets
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +109,7 @@ class PopBatch:
 
 
 class PopMessageProcessor:
-    def __init__(self, pop: PopService) -> None:
+    def __init__(self, pop: PopProcessorPop) -> None:
         self.pop = pop
         self.broker = pop.broker
         self._ck_counter = itertools.count()
@@ -122,7 +125,7 @@ class PopMessageProcessor:
                 and now - header.born_time - header.poll_time > TIMEOUT_TOO_MUCH_MS:
             return request.response_to(ResponseCode.POLLING_TIMEOUT,
                                        f"the broker[{self.broker.config.broker_ip1}] pop message is timeout too much")
-        topic_config, message_filter = self._check(header, channel)
+        topic_config, message_filter, orderly = self._check(header, channel)
         deadline = now + header.poll_time
         client = self.broker.remote_addr(channel)
         while True:
@@ -149,8 +152,24 @@ class PopMessageProcessor:
                 self.pop.long_polling.unpark(parked)
             if not getattr(channel, "is_active", True):
                 return self._response(request, header, batch, ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
+            if self._group_mode_changed(header.consumer_group, orderly):
+                # Parked under the group's former mode (updateSubGroup -o): its client is gone or
+                # asks again with the new mode, so take nothing, and hand the wake-up on.
+                self.pop.long_polling.notify_message_arriving(header.topic, header.queue_id, header.consumer_group)
+                return self._response(request, header, batch, ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
 
-    def _check(self, header: PopHeader, channel: Any) -> tuple[Any, Any]:
+    def _group_mode_changed(self, group: str, orderly: bool) -> bool:
+        """Whether the group's consumeMessageOrderly is no longer ``orderly`` (or the group is gone).
+
+        A concurrent pop parked before a switch to orderly would otherwise take the first message
+        sent after it, without order, and its gone client's nack would put it behind the later
+        ones through the retry topic.
+        """
+        config = self.broker.subscription_group_manager.get(group)
+        return config is None or config.consume_message_orderly != orderly
+
+    def _check(self, header: PopHeader, channel: Any) -> tuple[Any, Any, bool]:
+        """The topic's config, the message filter, and the group's consumeMessageOrderly now."""
         broker = self.broker
         if not is_readable(broker.config.broker_permission):
             raise RequestError(ResponseCode.NO_PERMISSION,
@@ -179,7 +198,7 @@ class PopMessageProcessor:
             if takes_everything(message_filter):
                 # The store would decode every record's properties only to let it through.
                 message_filter = None
-        return topic_config, message_filter
+        return topic_config, message_filter, group_config.consume_message_orderly
 
     def _response(self, request: RemotingCommand, header: PopHeader, batch: PopBatch, code: int,
                   remark: str) -> RemotingCommand:
@@ -201,24 +220,39 @@ class PopMessageProcessor:
             revive_qid = next(self._ck_counter) % self.pop.revive_queue_num()
         batch = PopBatch(pop_time=self.broker.now_ms(), revive_qid=revive_qid)
         random_q = self._random.randrange(100)
-        need_retry = random_q < pop_cfg.pop_from_retry_probability
+        # PopMessageProcessor (RIP-80): on a PRIORITY topic, priority.factor percent of the
+        # concurrent pops walk the queues from the highest priority down, and read the retry topic
+        # first only with popFromRetryProbabilityForPriority (retries are the lowest priority by default).
+        priority_mode = (not header.order and topic_config.message_type == TopicMessageType.PRIORITY
+                         and random_q < self._priority_factor(header.consumer_group))
+        need_retry = random_q < (pop_cfg.pop_from_retry_probability_for_priority if priority_mode
+                                 else pop_cfg.pop_from_retry_probability)
+        if priority_mode:
+            random_q = 0
         retry_topic = build_pop_retry_topic(header.topic, header.consumer_group)
         if need_retry and not header.order:
-            await self._pop_from_topic(retry_topic, True, header, batch, message_filter, random_q, client)
+            await self._pop_from_topic(retry_topic, True, header, batch, message_filter, random_q, client,
+                                       priority_mode=priority_mode)
         if header.queue_id < 0:
             await self._pop_from_topic(header.topic, False, header, batch, message_filter, random_q, client,
-                                       topic_config)
+                                       topic_config, priority_mode=priority_mode)
         else:
             await self._pop_from_queue(header.topic, False, header.queue_id, header, batch, message_filter, client)
         # An orderly group reads its pop retry topic too (RocketMQ's does not): it only holds messages
         # popped while the group was concurrent, revived after a switch to orderly
         # (updateSubGroup -o true), and skipping it would strand them for good.
         if (header.order or not need_retry) and len(batch.records) < header.max_msg_nums:
-            await self._pop_from_topic(retry_topic, True, header, batch, message_filter, random_q, client)
+            await self._pop_from_topic(retry_topic, True, header, batch, message_filter, random_q, client,
+                                       priority_mode=priority_mode)
         return batch
 
+    def _priority_factor(self, group: str) -> int:
+        config = self.broker.subscription_group_manager.get(group)
+        return PRIORITY_FACTOR_DEFAULT if config is None else config.priority_factor
+
     async def _pop_from_topic(self, topic: str, is_retry: bool, header: PopHeader, batch: PopBatch,
-                              message_filter: Any, random_q: int, client: str, topic_config: Any = None) -> None:
+                              message_filter: Any, random_q: int, client: str, topic_config: Any = None,
+                              priority_mode: bool = False) -> None:
         if topic_config is None:
             topic_config = self.broker.topic_config_manager.select_topic_config(topic)
             if topic_config is None:
@@ -226,7 +260,8 @@ class PopMessageProcessor:
         queue_nums = topic_config.read_queue_nums
         turn_started = time.perf_counter()
         for i in range(queue_nums):
-            queue_id = (random_q + i) % queue_nums
+            queue_id = priority_walk(i, queue_nums, self.pop.config.priority_order_asc) if priority_mode \
+                else (random_q + i) % queue_nums
             await self._pop_from_queue(topic, is_retry, queue_id, header, batch, message_filter, client)
             if time.perf_counter() - turn_started > YIELD_AFTER_SECONDS:
                 await asyncio.sleep(0)
@@ -240,7 +275,8 @@ class PopMessageProcessor:
         lock_key = build_lock_key(topic, group, queue_id)
         if not await pop.queue_locks.try_lock(lock_key):
             if not header.order:
-                batch.rest_num += max(0, broker.max_offset(topic, queue_id) - pop.peek_pop_offset(topic, group, queue_id))
+                batch.rest_num += max(0, broker.message_store.get_max_offset_in_queue(topic, queue_id)
+                                      - pop.peek_pop_offset(topic, group, queue_id))
             return
         try:
             offset = pop.get_pop_offset(topic, group, queue_id, header.init_mode, client)
@@ -248,7 +284,7 @@ class PopMessageProcessor:
                 return
             want = header.max_msg_nums - len(batch.records)
             if want <= 0:
-                batch.rest_num += max(0, broker.max_offset(topic, queue_id) - offset)
+                batch.rest_num += max(0, broker.message_store.get_max_offset_in_queue(topic, queue_id) - offset)
                 return
             result = await broker.get_message(group, topic, queue_id, offset, want, MAX_TOTAL_SIZE, message_filter)
             if result is None:
@@ -311,7 +347,7 @@ class PopMessageProcessor:
                 record, extra_info=info, pop_time=batch.pop_time,
                 shown_topic=header.topic if is_retry or is_retry_topic(topic) else None,
                 reconsume_times=counts.get(queue_offset) if header.order else None))
-        broker.record_pulled(group, len(offsets), topic)
+        broker.stats.on_handed_out(group, topic, len(offsets))
         return True
 
     async def _dead_letter_orderly(self, topic: str, queue_id: int, group: str, pop_time: int, records: list[bytes],
@@ -340,6 +376,12 @@ class PopMessageProcessor:
         return keep_records, keep_offsets
 
 
+def priority_walk(i: int, queue_nums: int, order_asc: bool) -> int:
+    """The i-th queue a priority-order pop reads (PopMessageProcessor#popMsgFromTopic): the
+    highest queue first when a higher id is a higher priority (priorityOrderAsc), else queue 0."""
+    return queue_nums - 1 - i if order_asc else i
+
+
 def takes_everything(message_filter: Any) -> bool:
     """Whether a filter lets every message through at both stages (e.g. TAG "*"), as no filter does."""
     if type(message_filter) is not TagFilter:
@@ -348,14 +390,17 @@ def takes_everything(message_filter: Any) -> bool:
     return sub.class_filter_mode or (sub.is_sub_all and not sub.tags_set)
 
 
-def init_offset(broker: Any, topic: str, queue_id: int, init_mode: int) -> int:
-    """Where a group without an offset starts (PopMessageProcessor.getInitOffset).
+def init_offset(store: QueueOffsets, topic: str, queue_id: int, init_mode: int, check_msg_in_mem: bool) -> int:
+    """Where a group without an offset starts (PopMessageProcessor#getInitOffset).
 
-    Upstream's MAX mode starts at the last message, or at 0 while the queue's first message is
-    still in memory; a queue that still holds its first message (min offset 0) counts as that.
+    MIN, and any retry topic, start at the queue's first message. MAX starts at its last
+    message, so a new group does not replay a backlog, except that a queue still holding its
+    first message in memory (initPopOffsetByCheckMsgInMem, checkInMemByConsumeOffset) starts
+    at 0: a young topic is consumed from its beginning.
     """
     if init_mode == INIT_MODE_MIN or is_retry_topic(topic):
-        return broker.min_offset(topic, queue_id)
-    if broker.min_offset(topic, queue_id) <= 0:
+        return store.get_min_offset_in_queue(topic, queue_id)
+    if check_msg_in_mem and store.get_min_offset_in_queue(topic, queue_id) <= 0 \
+            and store.check_in_mem_by_consume_offset(topic, queue_id, 0):
         return 0
-    return max(broker.max_offset(topic, queue_id) - 1, 0)
+    return max(store.get_max_offset_in_queue(topic, queue_id) - 1, 0)

@@ -37,7 +37,7 @@ from .checkpoint import AckMsg, BatchAckMsg, PopCheckPoint, RevivePayloadError
 from .constants import ACK_TAG, BATCH_ACK_TAG, CK_TAG, LOCAL_HOST, REVIVE_GROUP
 
 if TYPE_CHECKING:
-    from .service import PopService
+    from .interfaces import RevivePop
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class ReviveQueue:
 
 
 class PopReviveService:
-    def __init__(self, pop: PopService) -> None:
+    def __init__(self, pop: RevivePop) -> None:
         self.pop = pop
         self.broker = pop.broker
         self.queues: dict[int, ReviveQueue] = {}
@@ -166,7 +166,7 @@ class PopReviveService:
     def _initial_offset(self, queue_id: int) -> int:
         offset = self.broker.consumer_offset_manager.query_offset(REVIVE_GROUP, self.pop.revive_topic, queue_id)
         if offset < 0:
-            offset = max(self.broker.min_offset(self.pop.revive_topic, queue_id), 0)
+            offset = max(self.broker.message_store.get_min_offset_in_queue(self.pop.revive_topic, queue_id), 0)
         return offset
 
     def _commit(self, queue: ReviveQueue) -> None:
@@ -201,7 +201,7 @@ class PopReviveService:
             await asyncio.sleep(0)
 
     def _apply(self, queue: ReviveQueue, record: bytes, offset: int) -> None:
-        metrics = getattr(self.broker, "metrics", None)
+        metrics = self.broker.metrics
         try:
             tag, body = record_tag_and_body(record)
             if tag == CK_TAG:
@@ -256,9 +256,10 @@ class PopReviveService:
         if msg.reconsume_times >= dead_letter.retry_max_times(broker, ck.cid):
             inner = dead_letter.dlq_message(broker, ck.topic, ck.cid, msg, msg.reconsume_times + 1)
         else:
-            inner = dead_letter.retry_message(broker, ck.topic, ck.cid, msg, ck.pop_time)
+            inner = dead_letter.retry_message(broker, ck.topic, ck.cid, msg, ck.pop_time,
+                                              self.pop.config.use_separate_retry_queue)
         ok, status = await dead_letter.put_with_status(broker, inner, what)
-        metrics = getattr(broker, "metrics", None)
+        metrics = broker.metrics
         if metrics is not None:
             metrics.on_revive_retry(ck.cid, ck.topic, status)
         return ok
@@ -271,8 +272,9 @@ class PopReviveService:
         checkpoint is past its revive time) -- rocketmq_pop_revive_lag / _latency."""
         now = self.broker.now_ms()
         out: dict[int, tuple[int, int]] = {}
+        store = self.broker.message_store
         for queue_id, queue in list(self.queues.items()):
-            behind = max(self.broker.max_offset(self.pop.revive_topic, queue_id) - queue.commit_offset(), 0)
+            behind = max(store.get_max_offset_in_queue(self.pop.revive_topic, queue_id) - queue.commit_offset(), 0)
             due = [e.ck.revive_time for e in queue.pending.values()]
             latency = max(now - min(due), 0) if due else 0
             out[queue_id] = (behind, latency)

@@ -22,7 +22,7 @@ from .checkpoint import AckMsg, PopCheckPoint
 from .constants import CK_TAG
 
 if TYPE_CHECKING:
-    from .service import PopService
+    from .interfaces import ReviveLogPop
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ _REVIVE_TIME_ITEM = PROPERTY_SEPARATOR + PROPERTY_REVIVE_TIME + NAME_VALUE_SEPAR
 
 
 class ReviveLogWriter:
-    def __init__(self, pop: PopService) -> None:
+    def __init__(self, pop: ReviveLogPop) -> None:
         self.pop = pop
         self._host: tuple[str, int] | None = None
 
@@ -77,7 +77,7 @@ class ReviveLogWriter:
 
     def _count(self, group: str, topic: str, record_type: str, status: str, nums: int) -> None:
         """rocketmq_pop_revive_in_message_total (metrics off: a None check)."""
-        metrics = getattr(self.pop.broker, "metrics", None)
+        metrics = self.pop.broker.metrics
         if metrics is not None:
             metrics.on_revive_in(group, topic, record_type, status, nums)
 

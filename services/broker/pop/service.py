@@ -3,6 +3,8 @@
 Attach with ``PopService(broker).register()`` before ``broker.start()`` (processors join the
 broker's table), then ``await start()`` once the broker's MessageStore is running, and
 ``await shutdown()`` before the broker persists its offsets and closes the store.
+Each helper it builds takes only its own view of this service and of the broker, named in
+interfaces.py, so it can be read and tested without the rest.
 """
 
 from __future__ import annotations
@@ -110,14 +112,15 @@ class PopService:
     def peek_pop_offset(self, topic: str, group: str, queue_id: int) -> int:
         """The pop offset without initialising it (NotificationProcessor.getPopOffset)."""
         offset = self.broker.consumer_offset_manager.query_offset(group, topic, queue_id)
-        return offset if offset >= 0 else self.broker.min_offset(topic, queue_id)
+        return offset if offset >= 0 else self.broker.message_store.get_min_offset_in_queue(topic, queue_id)
 
     def get_pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, client: str) -> int:
         """The pop offset, initialised and committed for a new group; a server-side reset wins."""
         com = self.broker.consumer_offset_manager
         offset = com.query_offset(group, topic, queue_id)
         if offset < 0:
-            offset = init_offset(self.broker, topic, queue_id, init_mode)
+            offset = init_offset(self.broker.message_store, topic, queue_id, init_mode,
+                                 self.config.init_pop_offset_by_check_msg_in_mem)
             com.commit_offset(group, topic, queue_id, offset, "getPopOffset")
         reset = com.query_then_erase_reset_offset(group, topic, queue_id)
         if reset is not None:
@@ -139,11 +142,12 @@ class PopService:
             rtc = tcm.select_topic_config(retry)
             if rtc is not None:
                 targets.append((retry, list(range(rtc.read_queue_nums))))
+        store = self.broker.message_store
         for name, queues in targets:
             for qid in queues:
                 if order and self.order_info.check_block(attempt_id, name, group, qid):
                     continue
-                if self.broker.max_offset(name, qid) > self.peek_pop_offset(name, group, qid):
+                if store.get_max_offset_in_queue(name, qid) > self.peek_pop_offset(name, group, qid):
                     return True
         return False
 

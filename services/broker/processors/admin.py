@@ -16,11 +16,11 @@ from orbitmq import __version__
 from orbitmq.common import fastjson, validators
 from orbitmq.common.atomic_file import write_file_atomically
 from orbitmq.common.message_id import decode_offset_message_id
-from orbitmq.common.subscription_group import SubscriptionGroupConfig
+from orbitmq.common.subscription_group import SubscriptionGroupConfig, validate_group_attributes
 from orbitmq.common.topic_config import TOPIC_FILTER_TYPES, TopicConfig, normalize_attributes
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.errors import RemotingError, RemotingTimeoutError
-from orbitmq.remoting.protocol import RemotingCommand
+from orbitmq.remoting.protocol import DEFAULT_VERSION, RemotingCommand
 
 from .base import Fields, RequestError, encode_json_body
 from .client_manage import decode_body
@@ -35,6 +35,7 @@ V3_1_8_SNAPSHOT = 62  # MQVersion.Version ordinal: clients older than this canno
 V3_0_7_SNAPSHOT = 28  # ... nor asked for their consumer status
 CALL_CLIENT_TIMEOUT = 10.0  # Broker2Client.callClient's wait for the consumer's answer, seconds
 CONSUMER_STATUS_TIMEOUT = 5.0  # Broker2Client.getConsumeStatus's wait for each client, seconds
+ACK_THREAD_POOL_QUEUE_CAPACITY = 100000  # BrokerConfig.ackThreadPoolQueueCapacity's default (no ack pool here)
 PERM_MASK = 0xF
 
 
@@ -204,8 +205,7 @@ class AdminBrokerProcessor:
 
     # ---- subscription groups ------------------------------------------------------------------
 
-    @staticmethod
-    def _group_config(raw: Any) -> SubscriptionGroupConfig:
+    def _group_config(self, raw: Any) -> SubscriptionGroupConfig:
         try:
             config = SubscriptionGroupConfig.from_json_dict(raw)
         except (ValueError, TypeError) as exc:
@@ -216,6 +216,14 @@ class AdminBrokerProcessor:
             raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
         if config.retry_queue_nums < 0 or config.retry_queue_nums > MAX_QUEUE_NUMS or config.retry_max_times < -1:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "retryQueueNums/retryMaxTimes out of range")
+        if any(k[:1] in "+-" for k in config.attributes):
+            # mqadmin's "+k=v"/"-k" edits (AttributeUtil#alterCurrentAttributes), on the stored ones.
+            current = self.broker.subscription_group_manager.get(config.group_name)
+            config.attributes = normalize_attributes(config.attributes, current.attributes if current else None)
+        try:
+            validate_group_attributes(config.attributes)
+        except ValueError as exc:
+            raise RequestError(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         return config
 
     async def update_and_create_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
@@ -277,12 +285,13 @@ class AdminBrokerProcessor:
         config = self._topic_config(topic)
         table: dict[Any, Any] = {}
         broker_name = self.broker.config.broker_name
+        store = self.broker.message_store
         for queue_id in range(config.write_queue_nums):
-            max_offset = self.broker.max_offset(topic, queue_id)
-            last = await self.broker.message_store_timestamp(topic, queue_id, max_offset - 1) if max_offset > 0 else 0
+            max_offset = store.get_max_offset_in_queue(topic, queue_id)
+            last = self.broker.message_store_timestamp(topic, queue_id, max_offset - 1) if max_offset > 0 else 0
             table[fastjson.message_queue_key(topic, broker_name, queue_id)] = {
                 "lastUpdateTimestamp": last, "maxOffset": max_offset,
-                "minOffset": self.broker.min_offset(topic, queue_id)}
+                "minOffset": store.get_min_offset_in_queue(topic, queue_id)}
         body = fastjson.dumps({"offsetTable": table}).encode("utf-8")
         return request.response_to(ResponseCode.SUCCESS, None, None, body)
 
@@ -294,21 +303,22 @@ class AdminBrokerProcessor:
         topics = [topic] if topic else sorted(offsets.which_topic_by_consumer(group))
         table: dict[Any, Any] = {}
         broker_name = self.broker.config.broker_name
+        store = self.broker.message_store
         for name in topics:
             config = self.broker.topic_config_manager.select_topic_config(name)
             if config is None:
                 continue
             for queue_id in range(config.write_queue_nums):
-                broker_offset = self.broker.max_offset(name, queue_id)
+                broker_offset = store.get_max_offset_in_queue(name, queue_id)
                 consumer_offset = max(offsets.query_offset(group, name, queue_id), 0)
                 last = 0
                 if consumer_offset > 0:
-                    last = await self.broker.message_store_timestamp(name, queue_id, consumer_offset - 1)
+                    last = self.broker.message_store_timestamp(name, queue_id, consumer_offset - 1)
                 pull_offset = max(offsets.query_pull_offset(group, name, queue_id), 0)
                 table[fastjson.message_queue_key(name, broker_name, queue_id)] = {
                     "brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last,
                     "pullOffset": pull_offset}
-        body = fastjson.dumps({"consumeTps": self.broker.consume_tps(group), "offsetTable": table}).encode("utf-8")
+        body = fastjson.dumps({"consumeTps": self.broker.stats.group_get_tps(group), "offsetTable": table}).encode("utf-8")
         return request.response_to(ResponseCode.SUCCESS, None, None, body)
 
     async def get_broker_consume_stats(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
@@ -320,6 +330,7 @@ class AdminBrokerProcessor:
         only_order = Fields(request.ext_fields).bool("isOrder", False)
         broker = self.broker
         offsets = broker.consumer_offset_manager
+        store = broker.message_store
         broker_name = broker.config.broker_name
         stats_list: list[dict[str, Any]] = []
         total_diff = 0
@@ -334,16 +345,16 @@ class AdminBrokerProcessor:
                     continue
                 table: dict[Any, Any] = {}
                 for queue_id in range(config.write_queue_nums):
-                    broker_offset = max(broker.max_offset(topic, queue_id), 0)
+                    broker_offset = max(store.get_max_offset_in_queue(topic, queue_id), 0)
                     consumer_offset = max(offsets.query_offset(group, topic, queue_id), 0)
                     last = 0
                     if consumer_offset > 0:
-                        last = await broker.message_store_timestamp(topic, queue_id, consumer_offset - 1)
+                        last = broker.message_store_timestamp(topic, queue_id, consumer_offset - 1)
                     total_diff += broker_offset - consumer_offset
                     table[fastjson.message_queue_key(topic, broker_name, queue_id)] = {
                         "brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last,
                         "pullOffset": max(offsets.query_pull_offset(group, topic, queue_id), 0)}
-                per_topic.append({"consumeTps": broker.consume_tps(group), "offsetTable": table})
+                per_topic.append({"consumeTps": broker.stats.group_get_tps(group), "offsetTable": table})
             stats_list.append({group: per_topic})
         body = fastjson.dumps({"brokerAddr": broker.config.broker_addr, "consumeStatsList": stats_list,
                                "totalDiff": total_diff, "totalInflightDiff": 0}).encode("utf-8")
@@ -384,7 +395,7 @@ class AdminBrokerProcessor:
             _host, _port, offset = decode_offset_message_id(msg_id)
         except (ValueError, TypeError) as exc:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"bad msgId {msg_id}: {exc}") from None
-        record = await self.broker.raw_message_by_offset(offset) if offset >= 0 else None
+        record = self.broker.message_store.select_one_message_by_offset(offset) if offset >= 0 else None
         if not record:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         fields = dict(request.ext_fields)
@@ -461,12 +472,13 @@ class AdminBrokerProcessor:
 
     async def get_broker_runtime_info(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         cfg = self.broker.config
-        table: dict[str, str] = {str(k): str(v) for k, v in self.broker.store_runtime_info().items()}
+        table: dict[str, str] = {str(k): str(v) for k, v in self.broker.message_store.runtime_info().items()}
         table.update(self.broker.stats.runtime_info())
         table["popRequestHoldCount"] = str(self.broker.pop_service.long_polling.parked_count())
         table.update({
             "brokerVersionDesc": f"OrbitMQ {__version__}",
-            "brokerVersion": str(getattr(request, "version", 0)),
+            # The broker's own MQVersion ordinal, as 5.3.x's runtime info (not the caller's).
+            "brokerVersion": str(DEFAULT_VERSION),
             "brokerName": cfg.broker_name,
             "brokerId": str(cfg.broker_id),
             "brokerAddr": cfg.broker_addr,
@@ -477,12 +489,35 @@ class AdminBrokerProcessor:
             "pythonVersion": platform.python_version(),
             "sendThreadPoolQueueSize": str(len(self.broker.send_queue)),
             "sendThreadPoolQueueCapacity": str(cfg.send_thread_pool_queue_capacity),
+            "sendThreadPoolQueueHeadWaitTimeMills": str(self.broker.send_queue.head_wait_ms()),
+            "brokerActive": str(bool(self.broker._special_services_on)).lower(),
+            "startAcceptSendRequestTimeStamp": str(cfg.start_accept_send_request_time_stamp),
             "pullRequestHoldCount": str(self.broker.pull_request_hold_service.parked_count()),
             "consumerGroupCount": str(len(self.broker.consumer_manager.consumer_table)),
             "producerGroupCount": str(self.broker.producer_manager.group_count()),
             "topicCount": str(len(self.broker.topic_config_manager.topic_names())),
         })
+        # Pulls and acks are served on the event loop, not from thread pools: their queues
+        # (which clusterList's #OutTPS(LOAD) shows) never hold a request.
+        for pool, capacity in (("pull", cfg.pull_thread_pool_queue_capacity), ("ack", ACK_THREAD_POOL_QUEUE_CAPACITY)):
+            table.update({f"{pool}ThreadPoolQueueSize": "0", f"{pool}ThreadPoolQueueCapacity": str(capacity),
+                          f"{pool}ThreadPoolQueueHeadWaitTimeMills": "0"})
+        table.update(self._timer_runtime_info())
         return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body({"table": table}))
+
+    def _timer_runtime_info(self) -> dict[str, str]:
+        """AdminBrokerProcessor#prepareRuntimeInfo's timer keys (clusterList's #Timer(Progress)):
+        seconds the dequeue is behind, messages the enqueue is behind, messages in the wheel. The
+        wheel keeps no per-second counters, so timerEnqueueTps/timerDequeueTps are left out (the
+        tool then prints 0.0)."""
+        timer = self.broker.timer_message_store
+        if not self.broker.store_config.timer_wheel_enable or not timer.running:
+            return {"timerReadBehind": "0", "timerOffsetBehind": "0", "timerCongestNum": "0",
+                    "timerEnqueueTps": "0.0", "timerDequeueTps": "0.0"}
+        stats = timer.stats()
+        figures = timer.wheel_figures()
+        return {"timerReadBehind": str(stats["dequeueLatencySec"]), "timerOffsetBehind": str(stats["enqueueLag"]),
+                "timerCongestNum": str(figures[0] if figures is not None else 0)}
 
     # ---- reset offsets ------------------------------------------------------------------------
 
@@ -504,7 +539,7 @@ class AdminBrokerProcessor:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, f"queueId[{queue_id}] is illegal for topic {topic}")
             queue_ids = range(queue_id, queue_id + 1)
             if f.has("offset") and f.long("offset") >= 0:
-                target = min(f.long("offset"), self.broker.max_offset(topic, queue_id))
+                target = min(f.long("offset"), self.broker.message_store.get_max_offset_in_queue(topic, queue_id))
                 offsets.commit_offset(group, topic, queue_id, target, self.broker.remote_addr(channel))
                 await offsets.persist_async()
                 body = fastjson.dumps({"offsetTable": {
@@ -513,9 +548,9 @@ class AdminBrokerProcessor:
         for queue_id in queue_ids:
             current = offsets.query_offset(group, topic, queue_id)
             if timestamp == -1:
-                target = self.broker.max_offset(topic, queue_id)
+                target = self.broker.message_store.get_max_offset_in_queue(topic, queue_id)
             else:
-                target = await self.broker.offset_in_queue_by_time(topic, queue_id, timestamp)
+                target = self.broker.message_store.get_offset_in_queue_by_time(topic, queue_id, timestamp)
             if not force and 0 <= current <= target:
                 target = current
             new_offsets[queue_id] = target

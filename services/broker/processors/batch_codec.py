@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from orbitmq.common import speedups
+
 _HEAD = struct.Struct(">iiiii")
 _SHORT = struct.Struct(">h")
 
@@ -24,6 +26,7 @@ class BatchItem(NamedTuple):
     properties: str
 
 
+# Compiled twin: _speedups_batch.decode_batch (same tuples, same errors).
 def decode_batch(data: bytes) -> list[tuple[int, bytes, str]]:
     """The (flag, body, properties) of each message, as plain tuples (equal to the BatchItems
     they were encoded from): the broker only unpacks them, and a tuple is the cheapest to build."""
@@ -107,7 +110,6 @@ def encode_batch(items: list[BatchItem]) -> bytes:
     return bytes(out)
 
 
-try:  # the compiled accelerator (setup.py); the code above runs where it was not built
-    from orbitmq.broker.processors._speedups_batch import decode_batch  # noqa: F811
-except ImportError:
-    pass
+_fast = speedups.load("orbitmq.broker.processors._speedups_batch")  # None: the code above runs
+if _fast is not None:
+    decode_batch = _fast.decode_batch

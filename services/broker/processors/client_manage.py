@@ -1,6 +1,6 @@
 """Client registry requests: HEART_BEAT 34, UNREGISTER_CLIENT 35, GET_CONSUMER_LIST_BY_GROUP 38,
-LOCK_BATCH_MQ 41 and UNLOCK_BATCH_MQ 42 (ClientManageProcessor, ConsumerManageProcessor's list,
-AdminBrokerProcessor's locks upstream)."""
+LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42 and CHECK_CLIENT_CONFIG 46 (ClientManageProcessor,
+ConsumerManageProcessor's list, AdminBrokerProcessor's locks upstream)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.client.channel_info import ClientChannelInfo
 from orbitmq.common.constants import PERM_READ, PERM_WRITE, retry_topic
-from orbitmq.common.filter.subscription import SubscriptionData
+from orbitmq.common.filter.errors import FilterExpressionError
+from orbitmq.common.filter.message_filter import build_message_filter
+from orbitmq.common.filter.subscription import ExpressionType, SubscriptionData
 from orbitmq.common.route import RouteDataError, parse_json
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
@@ -81,6 +83,7 @@ class ClientManageProcessor:
         b.register_processor(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list_by_group)
         b.register_processor(RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq)
         b.register_processor(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
+        b.register_processor(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
 
     async def heart_beat(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         data = decode_body(request, "HeartbeatData")
@@ -106,9 +109,12 @@ class ClientManageProcessor:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, "HeartbeatData.producerDataSet entries must be objects")
             producers.append(_str_field(raw, "groupName", "ProducerData"))
 
+        props = data.get("clientProperties") or {}
+        if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "HeartbeatData.clientProperties must map strings to strings")
         language = getattr(request.language, "name", str(request.language))
         for group, raw, subs in consumers:
-            info = ClientChannelInfo(channel, client_id, language, int(request.version))
+            info = ClientChannelInfo(channel, client_id, language, int(request.version), properties=dict(props))
             group_config = topic_support.find_subscription_group_config(self.broker, group)
             notify = True
             if group_config is not None:
@@ -124,7 +130,31 @@ class ClientManageProcessor:
                 log.info("registerConsumer info changed, group %s client %s", group, client_id)
         for group in producers:
             self.broker.producer_manager.register_producer(
-                group, ClientChannelInfo(channel, client_id, language, int(request.version)))
+                group, ClientChannelInfo(channel, client_id, language, int(request.version), properties=dict(props)))
+        return request.response_to(ResponseCode.SUCCESS)
+
+    async def check_client_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """ClientManageProcessor#checkClientConfig: a push consumer with a SQL92 subscription asks
+        at start whether this broker can filter by it (enablePropertyFilter) and the expression compiles."""
+        data = decode_body(request, "CheckClientRequestBody")
+        raw = data.get("subscriptionData")
+        if not isinstance(raw, dict):
+            return request.response_to(ResponseCode.SUCCESS)
+        try:
+            sub = SubscriptionData.from_json_dict(raw)
+        except (ValueError, TypeError) as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"bad subscriptionData: {exc}") from None
+        if ExpressionType.is_tag_type(sub.expression_type):
+            return request.response_to(ResponseCode.SUCCESS)
+        if not self.broker.config.enable_property_filter:
+            raise RequestError(ResponseCode.SYSTEM_ERROR,
+                               f"The broker does not support consumer to filter message by {sub.expression_type}")
+        try:
+            build_message_filter(sub.expression_type, sub.sub_string)
+        except FilterExpressionError as exc:
+            log.warning("Client %s@%s filter message, but failed to compile expression! sub=%s, error=%s",
+                        data.get("clientId"), data.get("group"), sub.sub_string, exc)
+            raise RequestError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
         return request.response_to(ResponseCode.SUCCESS)
 
     async def unregister_client(self, request: RemotingCommand, channel: Any) -> RemotingCommand:

@@ -17,9 +17,13 @@ if TYPE_CHECKING:
 
 
 def connection_json(info: ClientChannelInfo, remote_addr: str) -> dict[str, Any]:
-    """RocketMQ's Connection: clientId, clientAddr, language, version."""
-    return {"clientAddr": remote_addr, "clientId": info.client_id, "language": info.language,
-            "version": info.version}
+    """RocketMQ's Connection: clientId, clientAddr, language, version; plus clientProperties
+    (a gRPC client's Settings.client_properties) when it declared any."""
+    conn: dict[str, Any] = {"clientAddr": remote_addr, "clientId": info.client_id, "language": info.language,
+                            "version": info.version}
+    if info.properties:
+        conn["clientProperties"] = dict(info.properties)
+    return conn
 
 
 class ConnectionsProcessor:

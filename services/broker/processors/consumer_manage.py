@@ -29,9 +29,14 @@ class ConsumerManageProcessor:
         offset = self.broker.consumer_offset_manager.query_offset(group, topic, queue_id)
         if offset >= 0:
             return request.response_to(ResponseCode.SUCCESS, None, ext(offset=offset))
-        # Nothing committed: a queue that still holds its very first message starts at 0;
-        # otherwise the client must fall back to its consumeFromWhere policy.
-        if set_zero_if_not_found and self.broker.min_offset(topic, queue_id) <= 0:
+        # Nothing committed: a queue that still holds its very first message, in memory, starts
+        # at 0 (ConsumerManageProcessor#queryConsumerOffset, checkInMemByConsumeOffset); otherwise
+        # the client must fall back to its consumeFromWhere policy.
+        store = self.broker.message_store
+        if not set_zero_if_not_found:
+            return request.response_to(ResponseCode.QUERY_NOT_FOUND,
+                                       "Not found, do not set to zero, maybe this group boot first")
+        if store.get_min_offset_in_queue(topic, queue_id) <= 0 and store.check_in_mem_by_consume_offset(topic, queue_id, 0):
             return request.response_to(ResponseCode.SUCCESS, None, ext(offset=0))
         return request.response_to(ResponseCode.QUERY_NOT_FOUND,
                                    "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
@@ -40,10 +45,11 @@ class ConsumerManageProcessor:
         f = Fields(request.ext_fields)
         group, topic = f.str("consumerGroup"), f.str("topic")
         queue_id, offset = f.int("queueId"), f.long("commitOffset")
-        if self.broker.topic_config_manager.select_topic_config(topic) is None:
-            raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!")
+        # The group first, then the topic (ConsumerManageProcessor#updateConsumerOffset).
         if topic_support.find_subscription_group_config(self.broker, group) is None:
             raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} not exist!")
+        if self.broker.topic_config_manager.select_topic_config(topic) is None:
+            raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!")
         if queue_id < 0:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"queueId[{queue_id}] is illegal")
         self.broker.consumer_offset_manager.commit_offset(group, topic, queue_id, offset,

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.longpolling.pull_request_hold import PullRequest
-from orbitmq.common.constants import MASTER_ID, is_readable
+from orbitmq.common import fastjson
+from orbitmq.common.constants import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT, is_readable
+from orbitmq.common.message import MessageConst
 from orbitmq.common.sysflag import has_commit_offset_flag, has_subscription_flag, has_suspend_flag
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
@@ -83,6 +85,8 @@ class PullMessageProcessor:
 
     def register(self) -> None:
         self.broker.register_processor(RequestCode.PULL_MESSAGE, self.process)
+        # DefaultLitePullConsumer's pulls (PullSysFlag's lite pull flag): served alike
+        self.broker.register_processor(RequestCode.LITE_PULL_MESSAGE, self.process)
 
     async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand | None:
         header = parse_pull_header(request)
@@ -113,6 +117,9 @@ class PullMessageProcessor:
         if not is_readable(cfg.broker_permission):
             raise RequestError(ResponseCode.NO_PERMISSION,
                                f"the broker[{cfg.broker_ip1}] pulling message is forbidden")
+        if request.code == RequestCode.LITE_PULL_MESSAGE and not cfg.lite_pull_message_enable:
+            raise RequestError(ResponseCode.NO_PERMISSION,
+                               f"the broker[{cfg.broker_ip1}] for lite pull consumer is forbidden")
         group_config = topic_support.find_subscription_group_config(broker, header.consumer_group)
         if group_config is None:
             raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -146,6 +153,8 @@ class PullMessageProcessor:
             response = request.response_to(ResponseCode.SYSTEM_ERROR, "store getMessage return null")
         else:
             response, not_found = self._build_response(request, header, result, group_config)
+            if response.code == ResponseCode.PULL_OFFSET_MOVED:
+                await self._offset_moved(response, header, result, group_config)
             if not_found and allow_suspend and suspend:
                 polling = header.suspend_timeout_millis if cfg.long_polling_enable else cfg.short_polling_time_mills
                 polling = min(polling, MAX_HOLD_MILLIS)
@@ -157,6 +166,45 @@ class PullMessageProcessor:
             broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
                                                          header.commit_offset, broker.remote_addr(channel))
         return response, parked
+
+    async def _offset_moved(self, response: RemotingCommand, header: PullHeader, result: Any,
+                            group_config: Any) -> None:
+        """DefaultPullMessageResultHandler's PULL_OFFSET_MOVED: a master (or a slave with
+        offsetCheckInSlave) corrects the offset and records an OffsetMovedEvent in
+        OFFSET_MOVED_EVENT; any other slave, which may only lag behind, sends the consumer to the
+        group's brokerId with PULL_RETRY_IMMEDIATELY instead of moving its offset."""
+        broker = self.broker
+        if broker.store_config.broker_role == SLAVE_ROLE and not broker.store_config.offset_check_in_slave:
+            response.code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            response.ext_fields["suggestWhichBrokerId"] = str(group_config.broker_id)
+            log.warning("PULL_OFFSET_MOVED:none correction. topic=%s, groupId=%s, requestOffset=%d, "
+                        "suggestBrokerId=%d", header.topic, header.consumer_group, header.queue_offset,
+                        group_config.broker_id)
+            return
+        log.warning("PULL_OFFSET_MOVED:correction offset. topic=%s, groupId=%s, requestOffset=%d, newOffset=%d",
+                    header.topic, header.consumer_group, header.queue_offset, result.next_begin_offset)
+        await self._generate_offset_moved_event(header, result.next_begin_offset)
+
+    async def _generate_offset_moved_event(self, header: PullHeader, offset_new: int) -> None:
+        """generateOffsetMovedEvent: the OffsetMovedEvent JSON, tagged and keyed by the group, in
+        queue 0 of OFFSET_MOVED_EVENT. A failed put is logged, never the pull's answer."""
+        broker = self.broker
+        event = {"consumerGroup": header.consumer_group,
+                 "messageQueue": {"brokerName": broker.config.broker_name, "queueId": header.queue_id,
+                                  "topic": header.topic},
+                 "offsetNew": offset_new, "offsetRequest": header.queue_offset}
+        group = header.consumer_group
+        inner = broker.new_inner_message(
+            topic=RMQ_SYS_OFFSET_MOVED_EVENT, queue_id=0, body=fastjson.dumps(event).encode("utf-8"), flag=0,
+            properties={MessageConst.TAGS: group, MessageConst.KEYS: group}, sys_flag=0,
+            born_timestamp=broker.now_ms(), born_host=broker.config.broker_addr, reconsume_times=0)
+        try:
+            result = await broker.put_message(inner)
+        except Exception:
+            log.exception("generateOffsetMovedEvent failed, %s", event)
+            return
+        if not result.is_ok():
+            log.warning("generateOffsetMovedEvent put failed: %s, %s", status_name(result.status), event)
 
     def _message_filter(self, header: PullHeader, group_config: Any) -> Any:
         broker = self.broker
@@ -206,8 +254,8 @@ class PullMessageProcessor:
             fields["suggestWhichBrokerId"] = str(MASTER_ID)
         elif status == "FOUND":
             code = ResponseCode.SUCCESS
-            body = broker.message_bodies(result)
-            broker.record_pulled(header.consumer_group, result.message_count, header.topic)
+            body = b"".join(bytes(b) for b in result.message_buffer_list)  # as readGetMessageResult
+            broker.stats.on_handed_out(header.consumer_group, header.topic, result.message_count)
         elif status in ("MESSAGE_WAS_REMOVING", "NO_MATCHED_MESSAGE"):
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         elif status in ("NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE"):

@@ -42,21 +42,23 @@ class QueryMessageProcessor:
 
     async def get_max_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         _, topic, queue_id = self._topic_queue(request)
-        return request.response_to(ResponseCode.SUCCESS, None, ext(offset=self.broker.max_offset(topic, queue_id)))
+        offset = self.broker.message_store.get_max_offset_in_queue(topic, queue_id)
+        return request.response_to(ResponseCode.SUCCESS, None, ext(offset=offset))
 
     async def get_min_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         _, topic, queue_id = self._topic_queue(request)
-        return request.response_to(ResponseCode.SUCCESS, None, ext(offset=self.broker.min_offset(topic, queue_id)))
+        offset = self.broker.message_store.get_min_offset_in_queue(topic, queue_id)
+        return request.response_to(ResponseCode.SUCCESS, None, ext(offset=offset))
 
     async def search_offset_by_timestamp(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         f, topic, queue_id = self._topic_queue(request)
         timestamp = f.long("timestamp")
-        offset = await self.broker.offset_in_queue_by_time(topic, queue_id, timestamp)
+        offset = self.broker.message_store.get_offset_in_queue_by_time(topic, queue_id, timestamp)
         return request.response_to(ResponseCode.SUCCESS, None, ext(offset=offset))
 
     async def get_earliest_msg_storetime(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         _, topic, queue_id = self._topic_queue(request)
-        timestamp = await self.broker.earliest_message_time(topic, queue_id)
+        timestamp = self.broker.message_store.get_earliest_message_time(topic, queue_id)
         return request.response_to(ResponseCode.SUCCESS, None, ext(timestamp=timestamp))
 
     async def view_message_by_id(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
@@ -70,7 +72,7 @@ class QueryMessageProcessor:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, f"bad msgId: {exc}") from None
         else:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "the custom field <offset> is null")
-        record = await self.broker.raw_message_by_offset(offset) if offset >= 0 else None
+        record = self.broker.message_store.select_one_message_by_offset(offset) if offset >= 0 else None
         if not record:
             return request.response_to(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         return request.response_to(ResponseCode.SUCCESS, None, None, record)

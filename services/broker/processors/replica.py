@@ -1,10 +1,12 @@
 """Replication requests a broker serves: GET_BROKER_EPOCH_CACHE (1007) and
 NOTIFY_BROKER_ROLE_CHANGED (1008) in controller mode, GET_BROKER_HA_STATUS (907) in both modes.
 
-1008 is the controller leader's oneway push after an election (reference §1.11): the header
-names the master and its epochs, the body is the new SyncStateSet; the ReplicasManager applies
-it only when the epoch is newer. 1007 answers mqadmin getBrokerEpoch with the epoch file
-(``EpochEntryCache`` JSON, §1.4). Both exist only in controller mode.
+1008 is the controller leader's oneway push after an election
+(``ControllerManager#doNotifyBrokerRoleChanged``, served by
+``AdminBrokerProcessor#notifyBrokerRoleChanged``): the header names the master and its epochs,
+the body is the new SyncStateSet; the ReplicasManager applies it only when the epoch is newer.
+1007 answers mqadmin getBrokerEpoch with the epoch file (``EpochEntryCache`` JSON,
+``AdminBrokerProcessor#getBrokerEpochCache``). Both exist only in controller mode.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from orbitmq.common.constants import (
 )
 from orbitmq.common.message import MessageConst, parse_properties_exact
 from orbitmq.common.sysflag import MULTI_TAGS_FLAG, TRANSACTION_PREPARED_TYPE, get_transaction_value
-from orbitmq.common.topic_config import MULTI_TAG
+from orbitmq.common.topic_config import MULTI_TAG, priority_queue_id
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 
@@ -49,6 +49,7 @@ _TRANSACTION_PREPARED = MessageConst.TRANSACTION_PREPARED
 _MSG_REGION = MessageConst.MSG_REGION
 _TRACE_SWITCH = MessageConst.TRACE_SWITCH
 _TIMER_OUT_MS = MessageConst.TIMER_OUT_MS
+_PRIORITY = MessageConst.PRIORITY
 _REPLY_TO_CLIENT = MessageConst.MESSAGE_REPLY_TO_CLIENT
 _CLUSTER = MessageConst.CLUSTER
 # SendMessageRequestHeaderV2's one-letter names -> SendMessageRequestHeader's names.
@@ -162,6 +163,13 @@ def parse_send_header(request: RemotingCommand) -> SendHeader:
     )
 
 
+def _size_remark(max_size: int) -> str:
+    """The remark of MESSAGE_ILLEGAL for a body over maxMessageSize, in upstream's words
+    (SendMessageProcessor#handlePutMessageResult): clients show it as the error's text."""
+    return (f"the message is illegal, maybe msg body or properties length not matched. "
+            f"msg body length limit {max_size}B, msg properties length limit 32KB.")
+
+
 # Topics that passed check_topic and are not in NOT_ALLOWED_SEND_TOPIC_SET (both depend on the
 # name alone); bounded so that a client inventing names cannot grow it without end.
 _SENDABLE_TOPICS_MAX = 10_000
@@ -232,8 +240,8 @@ class SendMessageProcessor:
             raise RequestError(ResponseCode.NO_PERMISSION,
                                f"the topic[{header.topic}] sending message is forbidden")
         valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
-        if header.queue_id >= valid:
-            raise RequestError(ResponseCode.SYSTEM_ERROR,
+        if header.queue_id >= valid:  # INVALID_PARAMETER since 5.0 (4.x answered SYSTEM_ERROR)
+            raise RequestError(ResponseCode.INVALID_PARAMETER,
                                f"request queueId[{header.queue_id}] is illegal, {topic_config} "
                                f"Producer: {broker.remote_addr(channel)}")
         return topic_config
@@ -242,7 +250,7 @@ class SendMessageProcessor:
         max_size = self.broker.store_config.max_message_size
         if len(body) > max_size:
             raise RequestError(ResponseCode.MESSAGE_ILLEGAL,
-                               f"the message body size {len(body)} is over the limit {max_size}")
+                               _size_remark(max_size))
         try:
             validators.check_properties_size(properties)
         except validators.ValidationError as exc:
@@ -253,11 +261,30 @@ class SendMessageProcessor:
             return abs(random.randrange(-(2**31), 2**31) % 99999999) % max(1, topic_config.write_queue_nums)
         return header.queue_id
 
+    def _retry_topic_group(self, topic: str) -> str:
+        """The group a retry topic belongs to: KeyBuilder#parseGroup ("%RETRY%group+topic" is
+        split at the "+"), and for "%RETRY%group_topic", whose name alone does not say where the
+        group ends, the split naming an existing group and topic (what `orbitmq admin
+        resendMsgById` writes for POP consumers), where upstream would take "group_topic" for the
+        group and create it or answer SUBSCRIPTION_GROUP_NOT_EXIST."""
+        name = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        if "+" in name:
+            parts = name.split("+")
+            return parts[0] if len(parts) == 2 else name
+        groups = self.broker.subscription_group_manager
+        if "_" not in name or groups.get(name) is not None:
+            return name
+        topics = self.broker.topic_config_manager
+        for i, char in enumerate(name):
+            if char == "_" and groups.get(name[:i]) is not None and topics.select_topic_config(name[i + 1:]):
+                return name[:i]
+        return name
+
     def _handle_retry_and_dlq(self, header: SendHeader, props: dict[str, str]) -> tuple[str, int | None]:
         """For a send to %RETRY%<group>: the DLQ topic and queue once retries are exhausted."""
         if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return header.topic, None
-        group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        group = self._retry_topic_group(header.topic)
         group_config = topic_support.find_subscription_group_config(self.broker, group)
         if group_config is None:
             raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -293,6 +320,24 @@ class SendMessageProcessor:
             queue_id = dlq_queue
             exact = False  # DELAY may have been dropped: encode the dict
         self._check_transaction(props)
+        properties_string = header.properties
+        if _PRIORITY in props and dlq_queue is None:
+            # SendMessageProcessor: the properties (not the topic's type) decide; a PRIORITY
+            # message goes to the queue of its priority, any other loses the property.
+            priority_queue = priority_queue_id(props, topic_config.write_queue_nums)
+            if priority_queue is None:
+                del props[_PRIORITY]
+                exact = False
+            else:
+                queue_id = priority_queue
+        if _MSG_REGION not in props:
+            # AbstractSendMessageProcessor#buildMsgContext (5.x) stamps every message with the
+            # broker's region and trace switch: 5.x consumers skip trace records without a region.
+            cfg = self.broker.config
+            trace_on = "true" if cfg.trace_on else "false"
+            exact = exact and _TRACE_SWITCH not in props  # appending must not repeat a key
+            props[_MSG_REGION], props[_TRACE_SWITCH] = cfg.region_id, trace_on
+            properties_string += f"{_MSG_REGION}\x01{cfg.region_id}\x02{_TRACE_SWITCH}\x01{trace_on}\x02"
         if _REPLY_TO_CLIENT in props:
             # A request (request/reply): the responder addresses its reply to <CLUSTER>_REPLY_TOPIC.
             # Upstream stamps CLUSTER on every message; only requests need it.
@@ -305,7 +350,7 @@ class SendMessageProcessor:
             topic=topic, queue_id=queue_id, body=body, flag=header.flag, properties=props,
             sys_flag=sys_flag, born_timestamp=header.born_timestamp,
             born_host=self.broker.remote_addr(channel), reconsume_times=header.reconsume_times,
-            properties_string=header.properties if exact and props else None)
+            properties_string=properties_string if exact else None)
         if is_half_send(props, header.reconsume_times):
             # A prepared (half) message: stored in RMQ_SYS_TRANS_HALF_TOPIC (services/broker/transaction).
             refusal = half_message_refusal(props)
@@ -339,7 +384,7 @@ class SendMessageProcessor:
         max_size = self.broker.store_config.max_message_size
         if len(body) > max_size:
             raise RequestError(ResponseCode.MESSAGE_ILLEGAL,
-                               f"the batch body size {len(body)} is over the limit {max_size}")
+                               _size_remark(max_size))
         try:
             items = decode_batch(body)
         except BatchDecodeError as exc:
@@ -361,7 +406,7 @@ class SendMessageProcessor:
         for flag, item_body, properties in items:
             if len(item_body) > max_size:
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL,
-                                   f"the message body size {len(item_body)} is over the limit {max_size}")
+                                   _size_remark(max_size))
             # Parsed once: the dict for the checks and dispatch; a canonical string is stored
             # as it came, as RocketMQ's encodeBatch copies the properties bytes.
             props, exact = parse_properties_exact(properties)

@@ -75,7 +75,7 @@ class SendBackProcessor:
         if not is_writeable(topic_config.perm):
             raise RequestError(ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden")
 
-        record = await broker.raw_message_by_offset(offset) if offset >= 0 else None
+        record = broker.message_store.select_one_message_by_offset(offset) if offset >= 0 else None
         try:
             msg = decode_record(record, 0, check_crc=False) if record else None
         except RecordError:

@@ -2,9 +2,11 @@
 
 Upstream, sends wait in a bounded queue in front of the send executor, and BrokerFastFailure
 looks at the head every 10 ms: a request that waited longer than waitTimeMillsInSendQueue is
-answered SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]…", and while the CommitLog lock has been held longer
-than osPageCacheBusyTimeOutMills every queued send is answered "[PC_SYNCHRONIZED]…". A full
-queue answers "[OVERLOAD]…". Producers do not retry these, which is the point: back-pressure.
+answered SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]…"; a full queue answers "[OVERLOAD]…". Producers do
+not retry these, which is the point: back-pressure. Upstream also answers every queued send
+"[PC_SYNCHRONIZED]…" while a put has held the CommitLog lock longer than
+osPageCacheBusyTimeOutMills; OrbitMQ has no such check: its appends run on the event loop, so no
+put is ever inside the CommitLog while queued sends are looked at (docs/architecture.md).
 
 While the queue is empty and every worker waits for work, a submitted send would be taken by a
 worker in the very next loop iteration, having waited 0 ms, and started right away: ``submit``
@@ -45,13 +47,12 @@ class _SendTask:
 
 class SendQueue:
     def __init__(self, workers: int, capacity: int, wait_limit_ms: Callable[[], int],
-                 fast_failure_enable: bool = True, page_cache_busy: Callable[[], bool] | None = None,
+                 fast_failure_enable: bool = True,
                  worker_delay_ms: Callable[[], int] | None = None) -> None:
         self.workers = max(1, workers)
         self.capacity = max(1, capacity)
         self._wait_limit_ms = wait_limit_ms
         self._fast_failure_enable = fast_failure_enable
-        self._page_cache_busy = page_cache_busy or (lambda: False)
         self._worker_delay_ms = worker_delay_ms or (lambda: 0)
         self._queue: deque[_SendTask] = deque()
         self._ready = asyncio.Event()
@@ -63,6 +64,11 @@ class SendQueue:
 
     def __len__(self) -> int:
         return len(self._queue)
+
+    def head_wait_ms(self) -> int:
+        """How long the oldest queued send has waited (BrokerController#headSlowTimeMills4SendThreadPoolQueue),
+        0 when the queue is empty."""
+        return self._queue[0].waited_ms(time.monotonic()) if self._queue else 0
 
     async def start(self) -> None:
         self._ready = asyncio.Event()
@@ -168,11 +174,6 @@ class SendQueue:
             await asyncio.sleep(CLEAN_INTERVAL_SECONDS)
             try:
                 now = time.monotonic()
-                if self._queue and self._page_cache_busy():
-                    while self._queue:
-                        task = self._queue.popleft()
-                        self._reject(task, ResponseCode.SYSTEM_BUSY, self._busy_remark("PC_SYNCHRONIZED", task, now))
-                    continue
                 limit = self._wait_limit_ms()
                 while self._queue and self._queue[0].waited_ms(now) > limit:
                     task = self._queue.popleft()

@@ -1,4 +1,5 @@
-"""Store results -> Remoting responses (SendMessageProcessor's PutMessageStatus mapping, §2.8)."""
+"""Store results -> Remoting responses (``SendMessageProcessor#handlePutMessageResult``'s
+PutMessageStatus mapping)."""
 
 from __future__ import annotations
 

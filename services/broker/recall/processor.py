@@ -125,7 +125,7 @@ class RecallMessageProcessor:
         store = self.broker.message_store
         if store is None or store.index_service is None:
             return True
-        target = min(store.get_max_phy_offset(), store.get_confirm_offset())
+        target = min(store.get_max_phy_offset(), store.replication.get_confirm_offset())
         for _ in range(DISPATCH_WAIT_STEPS):
             if store.get_reput_from_offset() >= target:
                 break

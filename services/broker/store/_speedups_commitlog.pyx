@@ -22,7 +22,7 @@ from mmap import mmap as _mmap
 from zlib import crc32 as _crc32
 
 from orbitmq.broker.store.dispatch import DispatchRequest
-from orbitmq.common.message import MessageConst, properties_to_string
+from orbitmq.common.message import MessageConst, properties_to_string, string_to_properties
 from orbitmq.common.message_codec import MAX_PROPERTIES_LENGTH, MESSAGE_MAGIC_CODE, tags_hash_code
 
 cdef extern from "Python.h":
@@ -220,7 +220,7 @@ def _write_uniform(mm, start, base, recs, hs, topic, queue_id, sflag, born_ts, b
                 props = rec[6]
                 if props is None:
                     props_s = rec[5]
-                    props = _python()._parse_properties(props_s) if props_s else {}
+                    props = string_to_properties(props_s) if props_s else {}
                 if type(props) is dict:
                     tags = (<dict>props).get(_TAGS)
                     keys = (<dict>props).get(_KEYS, "")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from orbitmq.config import ConfigBase
+from orbitmq.common.config import ConfigBase
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
@@ -64,7 +64,12 @@ class MessageStoreConfig(ConfigBase):
     disk_space_clean_forcibly_ratio: float = 0.85
     clean_file_forcibly_enable: bool = True
     broker_role: str = ASYNC_MASTER
-    os_page_cache_busy_time_out_mills: int = 1000
+    # No osPageCacheBusyTimeOutMills: the CommitLog is appended to on the event loop, so no check
+    # can run while an append holds it, and the key would be accepted and ignored
+    # (docs/compatibility.md, "Flow control").
+    # A slave corrects a pull's offset (PULL_OFFSET_MOVED) itself instead of sending the
+    # consumer to the group's brokerId.
+    offset_check_in_slave: bool = False
     # Background pre-creation of the next CommitLog segment (AllocateMappedFileService).
     allocate_mapped_file_enable: bool = True
     # Fill pre-created CommitLog segments with zeros (synced) before use, as RocketMQ's
@@ -100,7 +105,7 @@ class MessageStoreConfig(ConfigBase):
     timer_stop_dequeue: bool = False
     # Milliseconds after start before due timer messages are delivered (-1: at once).
     disappear_time_after_start: int = -1
-    # -- replication (services/broker/ha; reference §2.1, §3.6, §5, §6) --
+    # -- replication (services/broker/ha, docs/controller-ha.md; MessageStoreConfig's ha* keys) --
     # Classic slave: the master's HA address (ip:port); empty = the one the NameServer returns.
     ha_master_address: str = ""
     ha_send_heartbeat_interval: int = 5000

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from orbitmq.broker.store.mapped_file import MappedFile
 from orbitmq.broker.store.mapped_file_queue import MappedFileQueue
+from orbitmq.common import speedups
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +239,7 @@ class ConsumeQueue:
         self.mapped_file_queue.destroy()
 
 
+# Compiled twin: _speedups_dispatch.put_message_position_info (same queue bytes).
 def put_message_position_info(cq: ConsumeQueue, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
     """ConsumeQueue.put_message_position_info: write entry ``cq_offset``; a record already
     indexed (re-dispatch) is ignored."""
@@ -309,7 +311,6 @@ def _redispatch_gap(cq: ConsumeQueue, offset: int, current: int, expect: int) ->
 _py_put_message_position_info = put_message_position_info
 
 
-try:  # the compiled accelerator (setup.py); the code above runs where it was not built
-    from orbitmq.broker.store._speedups_dispatch import put_message_position_info  # noqa: F811
-except ImportError:
-    pass
+_fast = speedups.load("orbitmq.broker.store._speedups_dispatch")  # None: the code above runs
+if _fast is not None:
+    put_message_position_info = _fast.put_message_position_info

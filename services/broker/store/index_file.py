@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
+from orbitmq.common import speedups
 from orbitmq.common.java_hash import java_string_hash, java_string_hash_u32, pow31  # noqa: F401 (re-export)
 
 log = logging.getLogger(__name__)
@@ -348,6 +349,7 @@ class IndexFile:
         )
 
 
+# Compiled twin: _speedups_index.put_hashes (same file bytes).
 def put_hashes(f: IndexFile, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int,
                write_header: bool = True) -> int:
     """Append one item per key hash of one record, in order; returns how many fit.
@@ -426,7 +428,6 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-try:  # the compiled accelerator (setup.py); the code above runs where it was not built
-    from orbitmq.broker.store._speedups_index import put_hashes  # noqa: F811
-except ImportError:
-    pass
+_fast = speedups.load("orbitmq.broker.store._speedups_index")  # None: the code above runs
+if _fast is not None:
+    put_hashes = _fast.put_hashes

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from orbitmq.broker.store.dispatch import DispatchRequest
 from orbitmq.broker.store.index_file import IndexFile, IndexFileError, IndexKeyHasher, index_file_name, now_ms
-from orbitmq.common import sysflag
+from orbitmq.common import speedups, sysflag
 
 log = logging.getLogger(__name__)
 
@@ -276,6 +276,7 @@ class IndexService:
             return sum(f.file_size for f in self._files)
 
 
+# Compiled twin: _speedups_index.build_index_many (same file bytes).
 def build_index_many(service: IndexService, reqs: list[DispatchRequest],
                      failed: Callable[[DispatchRequest], None] | None = None) -> None:
     """IndexService.build_index_many: build_index for each request, in order, under one lock
@@ -338,7 +339,6 @@ def build_index_many(service: IndexService, reqs: list[DispatchRequest],
 _py_build_index_many = build_index_many
 
 
-try:  # the compiled accelerator (setup.py); the code above runs where it was not built
-    from orbitmq.broker.store._speedups_index import build_index_many  # noqa: F811
-except ImportError:
-    pass
+_fast = speedups.load("orbitmq.broker.store._speedups_index")  # None: the code above runs
+if _fast is not None:
+    build_index_many = _fast.build_index_many

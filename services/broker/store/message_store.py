@@ -14,6 +14,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from orbitmq.broker.store.checkpoint import StoreCheckpoint
@@ -31,9 +32,11 @@ from orbitmq.broker.store.model import (
     PutMessageResult,
     PutMessageStatus,
 )
+from orbitmq.broker.store.replication import StoreReplication
 from orbitmq.broker.store.reput import ArrivalListener, Dispatcher, ReputMessageService
 from orbitmq.broker.store.retention import RetentionService, disk_partition_used_ratio
 from orbitmq.broker.store.running_flags import RunningFlags
+from orbitmq.common import speedups
 from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
 from orbitmq.common.message import MessageConst, MessageExt
 from orbitmq.common.message_codec import RecordError, decode_record
@@ -88,10 +91,9 @@ class MessageStore:
         self.dispatched_store_timestamp = 0
         self.total_physical_memory = _total_physical_memory()
         self._print_times = 0
-        # Replication (services/broker/ha): the broker's HA service, or None for a lone broker.
-        self._ha_service: Any = None
-        # The stored confirm offset (checkpoint byte 32); what readers see is get_confirm_offset().
-        self._confirm_offset = -1
+        # The store's side of replication (services/broker/ha drives it): the HA service, the
+        # confirm offset readers stop at, a replica's appends and truncations.
+        self.replication = StoreReplication(self)
 
     # --- hooks ---------------------------------------------------------------------------
     def add_dispatcher(self, fn: Dispatcher) -> None:
@@ -214,20 +216,15 @@ class MessageStore:
         for cq in self.consume_queues():
             reput_from = max(reput_from, cq.max_physic_offset)
         reput_from = max(0, min(reput_from, end, scan_start))
-        # Clamped to [min, valid end]; the HA service decides whether it gates dispatch.
-        stored = self.checkpoint.confirm_phy_offset
-        low = max(0, self.commit_log.get_min_offset())
-        if stored < low or stored > end:
-            log.info("confirm offset %d clamped to [%d, %d]", stored, low, end)
-        self._set_confirm_offset(min(max(stored, low), end))
+        self.replication.recover_confirm_offset(end)
         self.reput_service = ReputMessageService(self.commit_log)
         self.reput_service.reput_from_offset = reput_from
         self._install_dispatchers()
-        if self._ha_service is not None:  # attached before start: gate the recovery dispatch too
-            self.apply_confirm_gating()
+        if self.replication.ha_service is not None:  # attached before start: gate the recovery dispatch too
+            self.replication.apply_confirm_gating()
         # Catch up before accepting traffic: readers must see everything the log holds.
         self.reput_service.do_reput(notify=False)
-        self._recover_topic_queue_table()
+        self.recover_offset_table()
         self.commit_log.prepare_segments()
         # Created last: a crash during recovery repeats the abnormal recovery.
         with open(cfg.abort_path, "w"):
@@ -261,16 +258,14 @@ class MessageStore:
 
     def _install_dispatchers(self) -> None:
         rs = self.reput_service
-        rs.dispatchers = [self._dispatch_consume_queue]
+        # The module's dispatch_consume_queue (compiled where the accelerator was built), bound
+        # to this store by a partial: no Python frame runs around it for each record.
+        rs.dispatchers = [partial(dispatch_consume_queue, self)]
         if self.index_service is not None:
             rs.dispatchers.append(self.index_service.build_index)
             rs.run_dispatchers = {self.index_service.build_index: self.index_service.build_index_many}
         rs.dispatchers.extend(self._extra_dispatchers)
         rs.arrival_listeners = list(self._arrival_listeners)
-
-    def _dispatch_consume_queue(self, req: DispatchRequest) -> None:
-        # The module-level dispatch_consume_queue, compiled where the accelerator was built.
-        dispatch_consume_queue(self, req)
 
     def _redispatch_consume_queue_gap(self, cq: ConsumeQueue) -> bool:
         """A record came with a queue offset past ``cq``'s end: the records owning the slots
@@ -283,7 +278,9 @@ class MessageStore:
         rs.request_redispatch(max(cq.max_physic_offset, self.commit_log.get_min_offset(), 0))
         return True
 
-    def _recover_topic_queue_table(self) -> None:
+    def recover_offset_table(self) -> None:
+        """topicQueueTable from the ConsumeQueues' max offsets, their min offsets corrected to the
+        CommitLog's (ConsumeQueueStore#recoverOffsetTable)."""
         table: dict[tuple[str, int], int] = {}
         min_phy = self.commit_log.get_min_offset()
         for cq in self.consume_queues():
@@ -314,7 +311,8 @@ class MessageStore:
                                                    self.commit_log.mapped_file_queue.store_timestamp)
         if self.dispatched_store_timestamp:
             self.checkpoint.logics_msg_timestamp = self.dispatched_store_timestamp
-        self.checkpoint.confirm_phy_offset = min(self.get_confirm_offset(), self.commit_log.get_max_offset())
+        self.checkpoint.confirm_phy_offset = min(self.replication.get_confirm_offset(),
+                                                 self.commit_log.get_max_offset())
         self.checkpoint.shutdown()
         self.commit_log.shutdown()
         for cq in self.consume_queues():
@@ -328,245 +326,6 @@ class MessageStore:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None
-
-    # --- replication (docs/controller-ha.md "Store <-> HA interface") --------------------
-    @property
-    def ha_service(self) -> Any:
-        return self._ha_service
-
-    @ha_service.setter
-    def ha_service(self, service: Any) -> None:
-        """Attach the HA service; one that gates dispatch hides everything past the confirm
-        offset from now on, rolling back ConsumeQueue entries a previous life built beyond it
-        (upstream #6609): the role decides later what becomes visible."""
-        self._ha_service = service
-        self.apply_confirm_gating()
-
-    def apply_confirm_gating(self) -> None:
-        """(Re)install the reput end for the current HA service and readUnCommitted."""
-        rs = self.reput_service
-        if rs is None:
-            return
-        ha = self._ha_service
-        gate = ha is not None and getattr(ha, "gates_dispatch", False) and not self.config.read_un_committed
-        rs.end_offset_fn = self.get_confirm_offset if gate else None
-        if gate:
-            confirm = self.get_confirm_offset()
-            if rs.reput_from_offset > confirm:
-                log.info("dispatch was at %d, beyond the confirm offset %d: rolling the queues back",
-                         rs.reput_from_offset, confirm)
-                self._roll_back_dispatch(confirm)
-
-    @property
-    def confirm_offset(self) -> int:
-        return self.get_confirm_offset()
-
-    @confirm_offset.setter
-    def confirm_offset(self, value: int) -> None:
-        self._set_confirm_offset(value)
-
-    def get_confirm_offset(self) -> int:
-        """The offset readers may see up to (reference §3.7); the CommitLog max without HA."""
-        ha = self._ha_service
-        if ha is None:
-            return self.commit_log.get_max_offset()
-        return ha.get_confirm_offset()
-
-    def get_confirm_offset_directly(self) -> int:
-        """The stored value, whatever the HA service would answer."""
-        return self._confirm_offset
-
-    def set_confirm_offset(self, value: int) -> None:
-        self._set_confirm_offset(value)
-
-    def _set_confirm_offset(self, value: int) -> None:
-        self._confirm_offset = value
-        if self.checkpoint is not None:
-            self.checkpoint.confirm_phy_offset = value  # made durable by the next checkpoint flush
-        rs = self.reput_service
-        if rs is not None and rs.end_offset_fn is not None:
-            rs.wakeup()
-
-    def _roll_back_dispatch(self, offset: int) -> None:
-        """Forget every ConsumeQueue/index entry of records ending past ``offset``; dispatch
-        restarts there and the queue offsets are recomputed (so a new message takes the queue
-        offset a dropped one had, #7689)."""
-        for cq in self.consume_queues():
-            cq.truncate_dirty_logic_files(offset)
-        if self.index_service is not None:
-            for f in self.index_service.files:
-                if f.end_phy_offset > offset:
-                    f.end_phy_offset = offset  # lets new records at these offsets be indexed
-        rs = self.reput_service
-        rs._handoff.clear()
-        rs.reput_from_offset = min(rs.reput_from_offset, self._record_start_at_or_before(offset))
-        self._recover_topic_queue_table()
-
-    def _record_start_at_or_before(self, offset: int) -> int:
-        """The last record boundary <= ``offset`` (a confirm offset may fall inside a record):
-        scanned from the last ConsumeQueue entry end, or the segment start, below it."""
-        cl = self.commit_log
-        mf = cl.mapped_file_queue.find_mapped_file_by_offset(offset)
-        if mf is None:
-            return offset
-        base = mf.file_from_offset
-        pos = base
-        for cq in self.consume_queues():
-            if pos < cq.max_physic_offset <= offset:
-                pos = cq.max_physic_offset
-        while pos < offset:
-            req = cl.check_message_and_return_size(mf.mm, pos - base, mf.wrote_position, False)
-            if not req.success or req.msg_size == 0 or pos + req.msg_size > offset:
-                break
-            pos += req.msg_size
-        return pos
-
-    def _is_offset_aligned(self, offset: int) -> bool:
-        """A record (or a segment's blank end) starts exactly at ``offset``."""
-        cl = self.commit_log
-        mf = cl.mapped_file_queue.find_mapped_file_by_offset(offset)
-        if mf is None:
-            return False
-        pos = offset - mf.file_from_offset
-        if pos == 0:
-            return True
-        req = cl.check_message_and_return_size(mf.mm, pos, mf.wrote_position, False)
-        return req.success and (req.msg_size == 0 or req.commit_log_offset == offset)
-
-    def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
-        """Slave side: raw CommitLog bytes from the master, written at exactly the local max.
-
-        The reput service decodes and dispatches them from the log. An empty store takes any
-        segment-aligned start (the master's min offset, or its last file with syncFromLastFile).
-        """
-        if self.shutdown_flag or self.commit_log is None:
-            return False
-        cl = self.commit_log
-        mfq = cl.mapped_file_queue
-        local_max = cl.get_max_offset()
-        if start_offset != local_max:
-            if local_max != 0 or start_offset % cl.file_size:
-                log.error("append to the CommitLog at %d refused: the local max offset is %d", start_offset, local_max)
-                return False
-            # An empty store starting at the master's first (or last) file: drop the empty segments.
-            if any(mf.wrote_position for mf in mfq.mapped_files):
-                return False
-            if mfq.allocate_service is not None:
-                mfq.allocate_service.discard_prepared()
-            while mfq.get_last_mapped_file() is not None:
-                mfq.delete_last_mapped_file()
-            mfq.flushed_where = mfq.committed_where = start_offset
-            self.reput_service.reput_from_offset = start_offset
-        view = memoryview(data)
-        pos = 0
-        total = len(view)
-        try:
-            while pos < total:
-                mf = mfq.get_last_mapped_file_or_create(start_offset)
-                room = mf.file_size - mf.wrote_position
-                n = min(room, total - pos)
-                if not mf.append(view[pos : pos + n]):
-                    return False
-                pos += n
-        except OSError:
-            log.exception("cannot create a CommitLog segment for replicated data at %d", start_offset + pos)
-            return False
-        self.reput_service.wakeup()
-        return True
-
-    def truncate_files(self, offset: int) -> bool:
-        """Drop every CommitLog byte from ``offset`` on (a record boundary) and the
-        ConsumeQueue/index entries of those records; dispatch restarts at ``offset``."""
-        cl = self.commit_log
-        if offset >= cl.get_max_offset():
-            return True
-        if not self._is_offset_aligned(offset):
-            log.error("truncate CommitLog to %d refused: not a record boundary", offset)
-            return False
-        self._roll_back_dispatch(offset)
-        mfq = cl.mapped_file_queue
-        if mfq.allocate_service is not None:
-            mfq.allocate_service.discard_prepared()
-        mfq.truncate_dirty_files(offset)
-        last = mfq.get_last_mapped_file()
-        if last is None:
-            mfq.flushed_where = mfq.committed_where = offset
-        elif last.hold():
-            # The zeroed tail reaches the disk now: a crash must not bring the cut records back
-            # as valid ones on recovery (upstream #10666). Rare, and one segment at most.
-            try:
-                os.fdatasync(last.fd)
-            finally:
-                last.release()
-        self._recover_topic_queue_table()
-        self._set_confirm_offset(min(self._confirm_offset, offset))
-        log.info("CommitLog truncated to %d", offset)
-        return True
-
-    def truncate_invalid_msg(self) -> int:
-        """Cut a partially written tail: scan from the dispatch offset, cut at the first record
-        that does not decode. The cut offset, or -1 when there was nothing to check."""
-        cl = self.commit_log
-        rs = self.reput_service
-        offset = rs.reput_from_offset
-        max_offset = cl.get_max_offset()
-        if offset >= max_offset:
-            return -1
-        mfq = cl.mapped_file_queue
-        while offset < max_offset:
-            mf = mfq.find_mapped_file_by_offset(offset)
-            if mf is None:
-                break
-            pos = offset - mf.file_from_offset
-            if pos >= mf.wrote_position:
-                if mf.is_full():
-                    offset = cl.roll_next_file(offset)
-                    continue
-                break
-            req = cl.check_message_and_return_size(mf.mm, pos, mf.wrote_position, True, offset)
-            if not req.success:
-                break
-            offset = cl.roll_next_file(offset) if req.msg_size == 0 else offset + req.msg_size
-        offset = min(offset, max_offset)
-        if offset < max_offset:
-            log.info("truncate the invalid CommitLog tail from %d (max was %d)", offset, max_offset)
-            rs._handoff.clear()
-            cl.mapped_file_queue.truncate_dirty_files(offset)
-            self._set_confirm_offset(min(self._confirm_offset, offset))
-        return offset
-
-    def recover_topic_queue_table(self) -> None:
-        """Queue offsets from the ConsumeQueues, raised past the records of the not yet
-        dispatched tail (beyond the confirm offset): a new message never reuses the queue
-        offset of a stored one (upstream #7689). Called by a new master."""
-        self._recover_topic_queue_table()
-        cl = self.commit_log
-        table = cl.topic_queue_table
-        mfq = cl.mapped_file_queue
-        offset = self.reput_service.reput_from_offset
-        max_offset = cl.get_max_offset()
-        while offset < max_offset:
-            mf = mfq.find_mapped_file_by_offset(offset)
-            if mf is None:
-                break
-            pos = offset - mf.file_from_offset
-            if pos >= mf.wrote_position:
-                if mf.is_full():
-                    offset = cl.roll_next_file(offset)
-                    continue
-                break
-            req = cl.check_message_and_return_size(mf.mm, pos, mf.wrote_position, False)
-            if not req.success:
-                break
-            if req.msg_size == 0:
-                offset = cl.roll_next_file(offset)
-                continue
-            tran = req.sys_flag & 0xC
-            if tran == 0 or tran == 0x8:
-                key = (req.topic, req.queue_id)
-                if req.consume_queue_offset + 1 > table.get(key, 0):
-                    table[key] = req.consume_queue_offset + 1
-            offset += req.msg_size
 
     # --- consume queues ------------------------------------------------------------------
     def consume_queues(self) -> list[ConsumeQueue]:
@@ -603,16 +362,9 @@ class MessageStore:
                 log.warning("message store is not writeable, so putMessage is forbidden %d", flags.flag_bits)
             return PutMessageStatus.DISK_FULL if flags.is_disk_full() else PutMessageStatus.SERVICE_NOT_AVAILABLE
         self._print_times = 0
-        if self.is_os_page_cache_busy():
-            return PutMessageStatus.OS_PAGE_CACHE_BUSY
+        # No OS_PAGE_CACHE_BUSY (DefaultMessageStore#isOSPageCacheBusy): appends run on this loop,
+        # so no put is ever in the CommitLog's lock while another is checked.
         return None
-
-    def is_os_page_cache_busy(self) -> bool:
-        begin = self.commit_log.begin_time_in_lock if self.commit_log is not None else 0
-        if not begin:
-            return False
-        diff = time.time_ns() // 1_000_000 - begin
-        return self.config.os_page_cache_busy_time_out_mills < diff < 10_000_000
 
     async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """Append one message; under SYNC_FLUSH return once it is on disk (or timed out).
@@ -626,9 +378,9 @@ class MessageStore:
             status = self._check_store_status()
             if status is not None:
                 return PutMessageResult(status)
-        ha = self._ha_service
+        ha = self.replication.ha_service
         if (ha is not None and self.config.broker_role == SYNC_MASTER and msg.wait_store_msg_ok
-                and ha.in_sync_replicas_not_enough()):
+                and ha.in_sync_replicas_not_enough()):  # replication.refuses_put, inlined
             return PutMessageResult(PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
         if self.put_message_hooks:
             for hook in self.put_message_hooks:
@@ -666,10 +418,10 @@ class MessageStore:
         status = self._check_store_status()
         if status is not None:
             return PutMessageResult(status)
-        ha = self._ha_service
+        ha = self.replication.ha_service
         if ha is not None:
             wait = all(m.wait_store_msg_ok for m in msgs)
-            if self._ha_refuses(ha, wait):
+            if self.replication.refuses_put(wait):
                 return PutMessageResult(PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
         hooks = self.put_message_hooks
         if hooks and undelayed:
@@ -709,10 +461,10 @@ class MessageStore:
         status = self._check_store_status()  # once per batch, as put_messages
         if status is not None:
             return PutMessageResult(status)
-        ha = self._ha_service
+        ha = self.replication.ha_service
         if ha is not None:
             wait = all(_wait_store_msg_ok(item[2]) for item in items)
-            if self._ha_refuses(ha, wait):
+            if self.replication.refuses_put(wait):
                 return PutMessageResult(PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
         try:
             result = self.commit_log.put_uniform_items(topic, queue_id, sys_flag, born_timestamp, born_host,
@@ -730,14 +482,10 @@ class MessageStore:
             return await self._wait_for_flush(result, wait, topic)
         return result
 
-    def _ha_refuses(self, ha: Any, wait: bool) -> bool:
-        """Controller mode, SYNC_MASTER, WAIT: fewer in-sync replicas than minInSyncReplicas."""
-        return wait and self.config.broker_role == SYNC_MASTER and ha.in_sync_replicas_not_enough()
-
     async def _wait_for_flush_and_replicas(self, result: PutMessageResult, wait_flush: bool, topic: str,
                                            ha: Any) -> PutMessageResult:
-        """SYNC_MASTER (reference §5): the disk and the replicas are waited for together; a
-        replica timeout (FLUSH_SLAVE_TIMEOUT) overrides a flush one."""
+        """SYNC_MASTER: the disk and the replicas are waited for together; a replica timeout
+        (FLUSH_SLAVE_TIMEOUT) overrides a flush one (CommitLog#handleDiskFlushAndHA)."""
         ar = result.append_message_result
         replicas = ha.wait_for_replicas(ar.wrote_offset + ar.wrote_bytes)
         if self._group_commit is not None:
@@ -824,7 +572,9 @@ class MessageStore:
             result.next_begin_offset = self._next_offset_correction(offset, offset)
         elif offset > max_offset:
             result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            result.next_begin_offset = self._next_offset_correction(offset, min_offset if min_offset == 0 else max_offset)
+            # the max offset, even when the queue still starts at 0: the min-offset case went with
+            # upstream ISSUE #4215 (it made such a consumer read the whole queue again)
+            result.next_begin_offset = self._next_offset_correction(offset, max_offset)
         else:
             max_filter_count = max(16000, max_msg_nums * 20)
             buf = cq.get_index_buffer(offset, max_filter_count)
@@ -887,6 +637,19 @@ class MessageStore:
         # ConsumeQueue) answers, not -1.
         cq = self.get_consume_queue(topic, queue_id)
         return cq.get_min_offset_in_queue() if cq is not None else 0
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        """Whether a queue's message is still in memory (DefaultMessageStore#checkInMemByConsumeOffset).
+
+        Upstream asks the page cache about the record; this store decides "in memory" as its read
+        path does (estimateInMemByCommitOffset, ``_is_in_disk``): the record lies within
+        accessMessageInMemoryMaxRatio % of physical memory of the CommitLog's end, and is not deleted.
+        """
+        cq = self.get_consume_queue(topic, queue_id)
+        entry = cq.get_entry(consume_offset) if cq is not None else None
+        if entry is None or is_blank_entry(entry[0], entry[1]) or entry[0] < self.commit_log.get_min_offset():
+            return False
+        return not self._is_in_disk(entry[0], self.commit_log.get_max_offset())
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         cq = self.get_consume_queue(topic, queue_id)
@@ -1053,9 +816,10 @@ class MessageStore:
         return info
 
 
+# Compiled twin: _speedups_dispatch.dispatch_consume_queue (same queue entries).
 def dispatch_consume_queue(store: MessageStore, req: DispatchRequest) -> None:
-    """MessageStore._dispatch_consume_queue: the entry of a record that has one (not a prepared
-    or rolled-back transaction half), then the dispatched store time."""
+    """The store's first dispatcher: the ConsumeQueue entry of a record that has one (not a
+    prepared or rolled-back transaction half), then the dispatched store time."""
     tran = req.sys_flag & 0xC
     if tran == 0 or tran == 0x8:
         cq = store.find_consume_queue(req.topic, req.queue_id)
@@ -1086,11 +850,6 @@ __all__ = [
 ]
 
 
-try:  # the compiled accelerator (setup.py); the code above runs where it was not built
-    from orbitmq.broker.store._speedups_dispatch import dispatch_consume_queue  # noqa: F811
-except ImportError:
-    pass
-else:
-    # The compiled function is the method itself: the reput service calls it for every record,
-    # and this way no Python frame of the wrapper runs around it.
-    MessageStore._dispatch_consume_queue = dispatch_consume_queue
+_fast = speedups.load("orbitmq.broker.store._speedups_dispatch")  # None: the code above runs
+if _fast is not None:
+    dispatch_consume_queue = _fast.dispatch_consume_queue

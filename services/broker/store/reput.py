@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from orbitmq.broker.store.commit_log import CommitLog
 from orbitmq.broker.store.dispatch import DispatchRequest
+from orbitmq.common import speedups
 from orbitmq.common.message_codec import MESSAGE_MAGIC_CODE, SIZE_MAGIC
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,9 @@ class ReputMessageService:
         self._stopped = False
         self._handoff: deque[DispatchRequest] = deque()
         commit_log.handoff = self._handoff
-        # Replication gating (reference §3.7): when set, records are dispatched only if they end
-        # at or before this offset (the store's confirm offset); None: up to the CommitLog max.
+        # Replication gating (ReputMessageService#getReputEndOffset): when set, records are
+        # dispatched only if they end at or before this offset (the store's confirm offset,
+        # StoreReplication.get_confirm_offset); None: up to the CommitLog max.
         self.end_offset_fn: Callable[[], int] | None = None
         # Where a dispatcher asked dispatch to start again (a ConsumeQueue met a record whose
         # queue offset lies past its end: request_redispatch); None when nobody did.
@@ -69,9 +71,7 @@ class ReputMessageService:
 
     def end_offset(self) -> int:
         """Where dispatch may go up to now: the CommitLog max, or the confirm offset if lower."""
-        max_offset = self.commit_log.get_max_offset()
-        fn = self.end_offset_fn
-        return max_offset if fn is None else min(max_offset, fn())
+        return self._end_and_gated()[0]
 
     def caught_up(self) -> bool:
         """Nothing more can be dispatched now: the next record (if any) ends past end_offset()
@@ -109,124 +109,152 @@ class ReputMessageService:
         return None
 
     def do_reput(self, max_records: int | None = None, notify: bool = True) -> int:
-        """Dispatch records from reput_from_offset; returns how many were dispatched."""
-        cl = self.commit_log
-        mfq = cl.mapped_file_queue
-        handoff = self._handoff
-        done = 0
+        """Dispatch records from reput_from_offset; returns how many were dispatched.
+
+        Each turn dispatches one stretch, the way ReputMessageService#doReput reads one
+        SelectMappedBufferResult at a time: the records below the confirm offset one by one
+        (gated), or a run of handed-off records, or the records of one segment decoded from the
+        log; until the end (getReputEndOffset), ``max_records``, or data still to come.
+        """
         if max_records is None:
             max_records = sys.maxsize
-        min_offset = cl.get_min_offset()
-        if 0 <= self.reput_from_offset < min_offset:
-            log.warning("reput offset %d below the CommitLog min %d; skipping ahead", self.reput_from_offset, min_offset)
-            self.reput_from_offset = min_offset
-        end_fn = self.end_offset_fn
+        self._skip_to_min_offset()
+        done = 0
         while True:
-            rewind = self._redispatch_from
-            if rewind is not None:
-                self._redispatch_from = None
-                if rewind < self.reput_from_offset:
-                    log.warning("dispatching again from CommitLog offset %d (was at %d)", rewind, self.reput_from_offset)
-                    self.reput_from_offset = rewind
-            end = cl.get_max_offset()
-            gated = False
-            if end_fn is not None:
-                confirm = end_fn()
-                if confirm < end:
-                    end = confirm
-                    gated = True
+            self._rewind_if_asked()
+            end, gated = self._end_and_gated()
             if self.reput_from_offset >= end or done >= max_records:
                 break
-            offset = self.reput_from_offset
             if gated:
-                # Behind the confirm offset: records one by one, each only if it ends in time.
                 n = self._reput_gated(end, max_records - done, notify)
                 done += n
                 if n == 0:
                     break
                 continue
-            if handoff:
-                # Records handed off by the appends, in log order: no decoding. An entry behind
-                # reput_from_offset is stale (e.g. reput skipped ahead); one past it means a gap
-                # that is decoded from the log first.
-                start = offset
-                take = self._take_handed_off
-                dispatchers = self.dispatchers
-                last = dispatchers[-1] if dispatchers else None
-                run_form = None
-                if last is not None and self.run_dispatchers:
-                    try:
-                        run_form = self.run_dispatchers.get(last)
-                    except TypeError:  # an unhashable dispatcher has no run form
-                        run_form = None
-                if run_form is None:
-                    dispatch = self._dispatch
-                    while done < max_records and (req := take(offset)) is not None:
-                        dispatch(req, notify)
-                        offset += req.msg_size
-                        self.reput_from_offset = offset
-                        done += 1
-                else:
-                    # The last dispatcher takes the whole run at once, after the others (and the
-                    # arrival listeners, which do not read what it writes) saw each record.
-                    head = dispatchers[:-1]
-                    listeners = self.arrival_listeners if notify else None
-                    run: list[DispatchRequest] = []
-                    offset, done = dispatch_handed_off(self, offset, done, max_records, head, listeners, run)
-                    if run:
-                        def failed(req: DispatchRequest, last: Dispatcher = last) -> None:
-                            log.exception("dispatcher %r failed for CommitLog offset %d", last,
-                                          req.commit_log_offset)
-                        try:
-                            run_form(run, failed)
-                        except Exception:
-                            log.exception("dispatcher %r failed for CommitLog offsets %d..%d", last,
-                                          run[0].commit_log_offset, run[-1].commit_log_offset)
-                if offset != start:
+            if self._handoff:
+                start = self.reput_from_offset
+                done = self._reput_handed_off(done, max_records, notify)
+                if self.reput_from_offset != start:
                     continue
-            mf = mfq.find_mapped_file_by_offset(offset)
-            if mf is None:
-                break
-            pos = offset - mf.file_from_offset
-            limit = mf.wrote_position
-            if pos >= limit:
-                if mf.is_full():
-                    self.reput_from_offset = cl.roll_next_file(offset)
-                    continue
-                break
-            mm = mf.mm
-            incomplete = False
-            while pos < limit and done < max_records:
-                if handoff and handoff[0].commit_log_offset <= self.reput_from_offset:
-                    break  # handed off from here on (or stale entries to drop)
-                req = cl.check_message_and_return_size(mm, pos, limit, False)
-                size = req.msg_size
-                if req.success and size > 0:
-                    self._dispatch(req, notify)
-                    pos += size
-                    self.reput_from_offset += size
-                    done += 1
-                elif req.success:
-                    self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
-                    break
-                elif size > 0:
-                    log.error("[BUG] read total count not equals msg total size at %d", self.reput_from_offset)
-                    pos += size
-                    self.reput_from_offset += size
-                elif not mf.is_full() and _incomplete_record(mm, pos, limit, mf.file_size):
-                    # A record whose bytes are still arriving (a replica appends the master's
-                    # batches, which end anywhere): dispatched once it is whole. Skipping it
-                    # would leave the reput offset inside it and lose every record after it.
-                    incomplete = True
-                    break
-                else:
-                    log.error("[BUG] dispatch to consume queue failed at CommitLog offset %d; skipping the "
-                              "rest of segment %s", self.reput_from_offset, mf.file_name)
-                    self.reput_from_offset += limit - pos
-                    break
-            if incomplete and self._redispatch_from is None:
+                # The head of the hand-off lies past reput_from_offset: a gap, decoded first.
+            done, more = self._reput_segment(done, max_records, notify)
+            if not more:
                 break
         return done
+
+    def _skip_to_min_offset(self) -> None:
+        """Retention removed the segment dispatch was in: go on from the CommitLog's min."""
+        min_offset = self.commit_log.get_min_offset()
+        if 0 <= self.reput_from_offset < min_offset:
+            log.warning("reput offset %d below the CommitLog min %d; skipping ahead", self.reput_from_offset, min_offset)
+            self.reput_from_offset = min_offset
+
+    def _rewind_if_asked(self) -> None:
+        """Go back to where request_redispatch asked dispatch to start again, if it did."""
+        rewind = self._redispatch_from
+        if rewind is not None:
+            self._redispatch_from = None
+            if rewind < self.reput_from_offset:
+                log.warning("dispatching again from CommitLog offset %d (was at %d)", rewind, self.reput_from_offset)
+                self.reput_from_offset = rewind
+
+    def _end_and_gated(self) -> tuple[int, bool]:
+        """end_offset(), and whether the confirm offset (lower than the CommitLog max) sets it."""
+        end = self.commit_log.get_max_offset()
+        fn = self.end_offset_fn
+        if fn is not None:
+            confirm = fn()
+            if confirm < end:
+                return confirm, True
+        return end, False
+
+    def _reput_handed_off(self, done: int, max_records: int, notify: bool) -> int:
+        """Dispatch the records handed off by the appends from reput_from_offset on, in log
+        order, with no decoding; returns the new ``done``. An entry behind reput_from_offset is
+        stale (e.g. reput skipped ahead) and dropped; one past it stops the run (a gap)."""
+        offset = self.reput_from_offset
+        dispatchers = self.dispatchers
+        last = dispatchers[-1] if dispatchers else None
+        run_form = self._run_form(last)
+        if run_form is None:
+            take = self._take_handed_off
+            dispatch = self._dispatch
+            while done < max_records and (req := take(offset)) is not None:
+                dispatch(req, notify)
+                offset += req.msg_size
+                self.reput_from_offset = offset
+                done += 1
+            return done
+        # The last dispatcher takes the whole run at once, after the others (and the arrival
+        # listeners, which do not read what it writes) saw each record.
+        listeners = self.arrival_listeners if notify else None
+        run: list[DispatchRequest] = []
+        _, done = dispatch_handed_off(self, offset, done, max_records, dispatchers[:-1], listeners, run)
+        if run:
+            def failed(req: DispatchRequest, last: Dispatcher = last) -> None:
+                log.exception("dispatcher %r failed for CommitLog offset %d", last, req.commit_log_offset)
+            try:
+                run_form(run, failed)
+            except Exception:
+                log.exception("dispatcher %r failed for CommitLog offsets %d..%d", last,
+                              run[0].commit_log_offset, run[-1].commit_log_offset)
+        return done
+
+    def _run_form(self, last: Dispatcher | None) -> RunDispatcher | None:
+        """The run form of the last dispatcher, if it has one (the IndexService's)."""
+        if last is None or not self.run_dispatchers:
+            return None
+        try:
+            return self.run_dispatchers.get(last)
+        except TypeError:  # an unhashable dispatcher has no run form
+            return None
+
+    def _reput_segment(self, done: int, max_records: int, notify: bool) -> tuple[int, bool]:
+        """Decode and dispatch records of the segment holding reput_from_offset, up to its
+        written end or the next handed-off record; (the new ``done``, whether to go on: False
+        when no more data is there yet, or a record's bytes are still arriving)."""
+        cl = self.commit_log
+        handoff = self._handoff
+        mf = cl.mapped_file_queue.find_mapped_file_by_offset(self.reput_from_offset)
+        if mf is None:
+            return done, False
+        pos = self.reput_from_offset - mf.file_from_offset
+        limit = mf.wrote_position
+        if pos >= limit:
+            if mf.is_full():
+                self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
+                return done, True
+            return done, False
+        mm = mf.mm
+        while pos < limit and done < max_records:
+            if handoff and handoff[0].commit_log_offset <= self.reput_from_offset:
+                break  # handed off from here on (or stale entries to drop)
+            req = cl.check_message_and_return_size(mm, pos, limit, False)
+            size = req.msg_size
+            if req.success and size > 0:
+                self._dispatch(req, notify)
+                pos += size
+                self.reput_from_offset += size
+                done += 1
+            elif req.success:
+                self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
+                break
+            elif size > 0:
+                log.error("[BUG] read total count not equals msg total size at %d", self.reput_from_offset)
+                pos += size
+                self.reput_from_offset += size
+            elif not mf.is_full() and _incomplete_record(mm, pos, limit, mf.file_size):
+                # A record whose bytes are still arriving (a replica appends the master's
+                # batches, which end anywhere): dispatched once it is whole. Skipping it would
+                # leave the reput offset inside it and lose every record after it. Go on only
+                # if a dispatcher asked for a redispatch meanwhile.
+                return done, self._redispatch_from is not None
+            else:
+                log.error("[BUG] dispatch to consume queue failed at CommitLog offset %d; skipping the "
+                          "rest of segment %s", self.reput_from_offset, mf.file_name)
+                self.reput_from_offset += limit - pos
+                break
+        return done, True
 
     def _reput_gated(self, end: int, max_records: int, notify: bool) -> int:
         """Dispatch records ending at or before ``end`` (< the CommitLog max); how many."""
@@ -335,6 +363,7 @@ def _wake(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
+# Compiled twin: _speedups_dispatch.dispatch_handed_off (same calls, same order).
 def dispatch_handed_off(service: ReputMessageService, offset: int, done: int, max_records: int,
                         head: list[Dispatcher], listeners: list[ArrivalListener] | None,
                         run: list[DispatchRequest]) -> tuple[int, int]:
@@ -377,7 +406,6 @@ def _has_cq_entry(sys_flag: int) -> bool:
     return tran == 0 or tran == 0x8
 
 
-try:  # the compiled accelerator (setup.py); the code above runs where it was not built
-    from orbitmq.broker.store._speedups_dispatch import dispatch_handed_off  # noqa: F811
-except ImportError:
-    pass
+_fast = speedups.load("orbitmq.broker.store._speedups_dispatch")  # None: the code above runs
+if _fast is not None:
+    dispatch_handed_off = _fast.dispatch_handed_off

@@ -26,7 +26,7 @@ from .wheel_math import TIMER_TOPIC, need_delete, need_roll
 
 if TYPE_CHECKING:
     from .enqueue import DueMessage
-    from .timer_message_store import TimerMessageStore
+    from .interfaces import DequeueTimer
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ _PERMANENT = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPE
 
 
 class TimerDequeueService:
-    def __init__(self, timer: TimerMessageStore) -> None:
+    def __init__(self, timer: DequeueTimer) -> None:
         self.timer = timer
 
     async def run(self) -> None:

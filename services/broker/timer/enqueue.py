@@ -22,7 +22,7 @@ from orbitmq.common.message_codec import RecordError, decode_record
 from .wheel_math import MAGIC_DEFAULT, MAGIC_DELETE, TIMER_TOPIC
 
 if TYPE_CHECKING:
-    from .timer_message_store import TimerMessageStore
+    from .interfaces import EnqueueTimer
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class EnqueueBatch:
 class TimerEnqueueService:
     topic = TIMER_TOPIC
 
-    def __init__(self, timer: TimerMessageStore) -> None:
+    def __init__(self, timer: EnqueueTimer) -> None:
         self.timer = timer
 
     async def run(self) -> None:

@@ -14,12 +14,12 @@ from orbitmq.common import metrics as m
 from .timer_metrics import TIMER_DIST_S
 
 if TYPE_CHECKING:
-    from .timer_message_store import TimerMessageStore
+    from .interfaces import GaugeTimer
 
 ENQUEUE_LATENCY_WINDOW_MS = 2000
 
 
-def timer_gauges(timer: TimerMessageStore, manager: Any) -> Iterable[m.Metric]:
+def timer_gauges(timer: GaugeTimer, manager: Any) -> Iterable[m.Metric]:
     """rocketmq_timer_enqueue_lag, _enqueue_latency (ms), _dequeue_lag (every message in the wheel
     from the read time on), _dequeue_latency (s, as upstream), rocketmq_timing_messages{topic} and
     rocketmq_timer_message_snapshot{timer_bound_s}."""

@@ -20,12 +20,12 @@ from orbitmq.common.message_codec import RecordError, decode_record
 from .wheel_math import MAGIC_DELETE, SLOTS_TOTAL, TIMER_BLANK_SLOTS, TIMER_TOPIC
 
 if TYPE_CHECKING:
-    from .timer_message_store import TimerMessageStore
+    from .interfaces import RecoveryTimer
 
 log = logging.getLogger(__name__)
 
 
-def recover(timer: TimerMessageStore) -> None:
+def recover(timer: RecoveryTimer) -> None:
     """Bring the wheel, log and positions of ``timer`` back in step (worker thread, before start)."""
     cp = timer.checkpoint.data
     timer_log = timer.timer_log

@@ -11,6 +11,8 @@ Shared state, guarded by one lock for the file structures:
 File writes are memory writes into maps (as the CommitLog's); the enqueue and dequeue steps that
 read the ConsumeQueue, CommitLog and wheel run on worker threads, and so do fsyncs. Puts go through
 the broker on the event loop. Delivery runs on a master only; a slave just builds its wheel.
+The helpers (enqueue, dequeue, recovery, metrics) take only their own view of this store, named
+in interfaces.py, so each can be read and tested without the rest.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.store.config import SLAVE
@@ -40,7 +43,7 @@ from .wheel import TimerWheel
 from .wheel_math import MAGIC_DELETE, MAGIC_ROLL, effective_roll_window, floor_time, roll_target
 
 if TYPE_CHECKING:
-    from orbitmq.broker.controller import BrokerController
+    from .interfaces import TimerBroker
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ def _now_ms() -> int:
 
 
 class TimerMessageStore:
-    def __init__(self, broker: BrokerController, now_ms: Any = _now_ms) -> None:
+    def __init__(self, broker: TimerBroker, now_ms: Callable[[], int] = _now_ms) -> None:
         self.broker = broker
         self.config = broker.store_config
         self.now_ms = now_ms

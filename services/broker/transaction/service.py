@@ -66,7 +66,7 @@ class TransactionalMessageService:
         """CID_RMQ_SYS_TRANS's offset in a half/op queue, else the queue's min offset."""
         offset = self.broker.consumer_offset_manager.query_offset(CID_SYS_RMQ_TRANS, topic, HALF_QUEUE_ID)
         if offset < 0:
-            offset = self.broker.min_offset(topic, HALF_QUEUE_ID)
+            offset = self.broker.message_store.get_min_offset_in_queue(topic, HALF_QUEUE_ID)
         return max(offset, 0)
 
     def commit_offset(self, topic: str, offset: int) -> None:

@@ -13,6 +13,7 @@ import logging
 import os
 from typing import Any
 
+from orbitmq.common import fastjson
 from orbitmq.common.atomic_file import BAK_SUFFIX, write_file_atomically
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,13 @@ def _read_json(path: str) -> Any:
         text = f.read()
     if not text.strip():
         raise ValueError("empty file")
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except ValueError:
+        # RocketMQ's ConfigManager writes fastjson's pretty form, whose Map<Integer, Long> keys
+        # are bare numbers (consumerOffset.json's ``{"t@g":{0:1}}``, delayOffset.json): not
+        # standard JSON, so an Apache broker's config/ is read with the lenient parser.
+        return fastjson.loads(text)
 
 
 def load_json_with_backup(path: str, validate=None) -> tuple[Any, str | None]:
