@@ -17,23 +17,47 @@ log = logging.getLogger(__name__)
 Interval = float | Callable[[], float]
 
 
-async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
+async def cancel_and_wait(*tasks: asyncio.Future[Any] | None, recancel_every: float | None = None) -> None:
     """Cancel ``tasks`` and wait until each has finished; None entries are skipped.
 
     Waiting through gather (not ``suppress(CancelledError)``) keeps a cancellation of the
     *caller* propagating. A task that had already died of another error is logged, not
     re-raised, so one failed background task never aborts a shutdown half-way.
+
+    ``recancel_every`` (seconds) cancels a task again while it runs on: for loops around
+    ``asyncio.wait_for`` with nothing to clean up. Python 3.11's wait_for can swallow a
+    cancellation that arrives as its inner call completes, and the loop would go on while a single
+    await of it waited forever (a proxy worker once outlived its stop so). Not the default: a
+    second cancellation would cut short a task's cleanup after its first.
     """
     pending = [task for task in tasks if task is not None]
     if not pending:
         return
     for task in pending:
         task.cancel()
+    if recancel_every is not None:
+        await _cancel_until_done(pending, recancel_every)
     results = await asyncio.gather(*pending, return_exceptions=True)
     for task, result in zip(pending, results, strict=True):
         if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
             name = task.get_name() if isinstance(task, asyncio.Task) else repr(task)
             log.error("background task %s had failed: %r", name, result, exc_info=result)
+
+
+async def _cancel_until_done(pending: list[asyncio.Future[Any]], every: float) -> None:
+    """Cancel again every ``every`` seconds until all ``pending`` ended; a cancellation of the caller
+    meanwhile is raised once they have."""
+    caller_cancelled = False
+    while not all(task.done() for task in pending):
+        try:
+            await asyncio.wait(pending, timeout=every)
+        except asyncio.CancelledError:
+            caller_cancelled = True
+        for task in pending:
+            if not task.done():
+                task.cancel()
+    if caller_cancelled:
+        raise asyncio.CancelledError
 
 
 async def periodic(interval: Interval, fn: Callable[[], Awaitable[Any] | Any], *, what: str,
@@ -56,7 +80,17 @@ async def periodic(interval: Interval, fn: Callable[[], Awaitable[Any] | Any], *
                 await result
         except Exception:
             log.exception("%s failed", what)
+        _raise_if_cancel_was_swallowed()
         await asyncio.sleep(current())
+
+
+def _raise_if_cancel_was_swallowed() -> None:
+    """A run that returned although its task was asked to stop (Python 3.11's asyncio.wait_for
+    returns its inner result when a cancellation races the inner call's end, and the request stays
+    counted in Task.cancelling()) ends the loop as the cancellation would have."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 class Resumed:

@@ -30,6 +30,7 @@ from grpc_health.v1 import health_pb2
 from grpc_health.v1.health import aio as health_aio
 
 from orbitmq.common import metrics as m
+from orbitmq.common.aio import cancel_and_wait
 from orbitmq.common.namespace import wrap_namespace
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
@@ -272,12 +273,7 @@ class ProxyHealth:
         """NOT_SERVING for every service from now on (load balancers drain the proxy)."""
         self._closing = True
         task, self._task = self._task, None
-        while task is not None and not task.done():
-            # Asked again until it ends: under Python 3.11 asyncio.wait_for (the Remoting calls of a
-            # probe) can swallow a cancellation that arrives as its call completes, and the loop
-            # would go on probing while this waited forever (a proxy worker then outlived its stop).
-            task.cancel()
-            await asyncio.wait([task], timeout=1.0)
+        await cancel_and_wait(task, recancel_every=1.0)  # a probe's wait_for may swallow one cancellation
         self.ready = False
         self.reason = "shutting down"
         await self.servicer.enter_graceful_shutdown()

@@ -208,13 +208,13 @@ class LocalFileOffsetStore(OffsetStore):
         return None
 
     async def load(self) -> None:
-        table = self._read_local()
+        table = await asyncio.to_thread(self._read_local)
         if table:
             self.offset_table.update(table)
 
     async def _read_from_store(self, mq: MessageQueueRef) -> int:
         try:
-            table = self._read_local()
+            table = await asyncio.to_thread(self._read_local)
         except MQClientError:
             return -1
         if table and mq in table:

@@ -103,3 +103,39 @@ async def test_periodic_reads_a_callable_interval_before_every_sleep() -> None:
     await asyncio.sleep(0)
     await cancel_and_wait(task)
     assert len(reads) >= 3  # one read per sleep, so a runtime change applies to the next period
+
+
+async def test_cancel_and_wait_cancels_again_a_task_that_swallowed_the_first() -> None:
+    """Python 3.11's asyncio.wait_for can lose a cancellation that races its inner call's end; a
+    loop around such a call goes on. One cancel and one await would then wait forever."""
+    swallowed: list[int] = []
+
+    async def loop_that_loses_one_cancellation() -> None:
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed.append(1)  # as wait_for returning its result instead of raising
+
+    task = asyncio.create_task(loop_that_loses_one_cancellation())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(cancel_and_wait(task, recancel_every=0.05), timeout=5)
+    assert swallowed == [1] and task.cancelled()
+
+
+async def test_periodic_ends_when_a_run_swallowed_its_cancellation() -> None:
+    runs: list[int] = []
+
+    async def run_that_loses_a_cancellation() -> None:
+        runs.append(1)
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            pass  # as wait_for returning its result instead of raising
+
+    task = asyncio.create_task(periodic(0.01, run_that_loses_a_cancellation, what="probe", initial_delay=0))
+    await asyncio.sleep(0.01)
+    await asyncio.wait_for(cancel_and_wait(task), timeout=5)  # one cancel is enough
+    assert runs == [1] and task.cancelled()
