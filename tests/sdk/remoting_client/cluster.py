@@ -120,6 +120,11 @@ def start_remoting_cluster(workdir: Path, brokers: tuple[str, ...] = ("broker-a"
 # a half whose check-back was answered is checked again if the next check runs before that op
 # record is written (TransactionalMessageCheckService): every answer commits once more, so on a
 # loaded machine a check every 500 ms committed one message twice. Checks every 2 s leave room.
+# The xdist group of the modules that re-collect tests against Apache RocketMQ: make test's
+# `--dist loadgroup` runs them all on one worker, which starts one Apache cluster for them
+# (conftest.py's session-scoped apache_remoting_cluster).
+APACHE_GROUP = "remoting_client_apache"
+
 APACHE_KEYS: dict[str, str] = {"transactionOpBatchInterval": "100", "transactionCheckInterval": "2000"}
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.sdk.remoting_client.cluster import RemotingCluster, start_remoting_cluster
+from tests.sdk.remoting_client.cluster import RemotingCluster, start_apache_cluster, start_remoting_cluster
 
 
 @pytest.fixture(scope="module")
@@ -25,3 +25,21 @@ def remoting_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
         cluster.runner.stop_all()
         if failed:
             print("\n===== remoting cluster logs =====\n" + cluster.runner.report(), file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def apache_remoting_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                            ) -> Iterator[RemotingCluster]:
+    """The same cluster of Apache RocketMQ's own servers, shared by the modules of cluster.APACHE_GROUP
+    (an Apache broker takes 10-40 s to start on this machine)."""
+    cluster = start_apache_cluster(tmp_path_factory.mktemp("remoting-client-apache"))
+    try:
+        yield cluster
+    finally:
+        failed = request.session.testsfailed
+        for proc in cluster.processes.values():  # a throw-away store: SIGKILL spares the JVMs' 6 s shutdowns
+            if proc.is_running():
+                proc.kill()
+        cluster.runner.stop_all()
+        if failed:
+            print("\n===== Apache cluster logs =====\n" + cluster.runner.report(), file=sys.stderr)
