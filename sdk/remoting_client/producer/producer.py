@@ -65,6 +65,8 @@ RETRY_RESPONSE_CODES = frozenset({
 
 # callback(result, error), or an object with on_success(result) and on_exception(error) (SendCallback)
 SendCallback = Callable[[SendResult | None, BaseException | None], Any] | Any
+# callback(reply, error), or an object with on_success(reply) and on_exception(error) (RequestCallback)
+RequestCallback = Callable[[MessageExt | None, BaseException | None], Any] | Any
 # before(msg, mq) / after(msg, mq, broker_addr, result or None, error or None, cost ms): SendMessageHook
 SendHook = Any
 
@@ -386,7 +388,7 @@ class AsyncDefaultMQProducer:
                 else:
                     callback(None if error else f.result(), error)
             except Exception:  # a user callback's failure is the user's, not the producer's
-                log.exception("send callback failed")
+                log.exception("send or request callback failed")
         future.add_done_callback(done)
         return future
 
@@ -586,6 +588,14 @@ class AsyncDefaultMQProducer:
                 future.cancel()
 
 
+    def request_async(self, msg: Message, callback: RequestCallback | None = None,
+                      timeout: float | None = None, **kwargs: Any) -> asyncio.Future[MessageExt]:
+        """DefaultMQProducer#request(msg, RequestCallback, timeout): a future of the reply;
+        ``callback(reply, error)`` or a RequestCallback's on_success(reply) / on_exception(error)
+        runs when it ends (a failed send, or RequestTimeoutError when no reply came in time)."""
+        return self._spawn(self.request(msg, timeout, **kwargs), callback)
+
+
 class _Batch:
     """A MessageBatch: the messages one SEND_BATCH_MESSAGE carries."""
 
@@ -661,6 +671,13 @@ class DefaultMQProducer:
 
     def request(self, msg: Message, timeout: float | None = None, **kwargs: Any) -> MessageExt:
         return bg.run(self._impl.request(msg, timeout, **kwargs))
+
+    def request_async(self, msg: Message, callback: RequestCallback | None = None,
+                      timeout: float | None = None, **kwargs: Any) -> concurrent.futures.Future[MessageExt]:
+        """A concurrent.futures.Future of the reply; ``callback`` runs on the client's loop."""
+        async def go() -> MessageExt:
+            return await self._impl.request_async(msg, callback, timeout, **kwargs)
+        return bg.submit(go())
 
     def fetch_publish_message_queues(self, topic: str) -> list[MessageQueueRef]:
         return bg.run(self._impl.fetch_publish_message_queues(topic))

@@ -291,6 +291,27 @@ async def test_request_reply_and_timeout(remoting_cluster: RemotingCluster) -> N
             with pytest.raises(RequestTimeoutError) as late:
                 await producer.request(Message(topic, b"no-answer"), timeout=1)
             assert late.value.code == REQUEST_TIMEOUT_EXCEPTION
+
+            # request(msg, RequestCallback, timeout): the callback object gets the reply ...
+            replied: asyncio.Future[MessageExt] = asyncio.get_running_loop().create_future()
+
+            class Callback:  # RequestCallback
+                def on_success(self, m: MessageExt) -> None:
+                    replied.set_result(m)
+
+                def on_exception(self, e: BaseException) -> None:
+                    replied.set_exception(e)
+            future = producer.request_async(Message(topic, b"cb"), Callback(), timeout=5)
+            assert (await asyncio.wait_for(replied, 10)).body == b"re:cb"
+            assert (await future).body == b"re:cb"
+            # ... and a callable gets the timeout as its error
+            outcomes: list[tuple[MessageExt | None, BaseException | None]] = []
+            late_future = producer.request_async(Message(topic, b"no-answer"), lambda r, e: outcomes.append((r, e)),
+                                                 timeout=1)
+            with pytest.raises(RequestTimeoutError):
+                await late_future
+            await asyncio.sleep(0)
+            assert len(outcomes) == 1 and outcomes[0][0] is None and isinstance(outcomes[0][1], RequestTimeoutError)
             assert len(producer.instance.request_futures) == 0
     finally:
         stop.set()
