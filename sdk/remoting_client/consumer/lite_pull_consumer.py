@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from orbitmq.client.api import ConsumerData, MessageQueueRef
+from orbitmq.client.api import MessageQueueRef
 from orbitmq.client.errors import MQBrokerError, MQClientError
 from orbitmq.client.results import PullStatus
 from orbitmq.clientcore import loop as bg
@@ -28,6 +28,7 @@ from orbitmq.common.filter.subscription import ExpressionType, SubscriptionData,
 from orbitmq.common.message import MessageExt
 from orbitmq.remoting.errors import RemotingError
 from orbitmq.remoting_client.config import RemotingClientConfig
+from orbitmq.remoting_client.consumer.inner import ConsumerInnerMixin
 from orbitmq.remoting_client.consumer.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -41,9 +42,12 @@ from orbitmq.remoting_client.consumer.push_consumer import (
     CLUSTERING,
     CONSUME_FROM,
     default_consume_timestamp,
+)
+from orbitmq.remoting_client.consumer.rebalance import (
+    ConsumerRebalanceImpl,
+    broker_addr_of,
     parse_consume_timestamp,
 )
-from orbitmq.remoting_client.consumer.rebalance import RebalanceImpl, broker_addr_of, compute_pull_from_where
 
 log = logging.getLogger("orbitmq.remoting_client.lite_pull")
 
@@ -64,11 +68,8 @@ class MessageQueueState:
     seek_offset: int = -1
 
 
-class RebalanceLitePullImpl(RebalanceImpl):
-    def __init__(self, consumer: AsyncDefaultLitePullConsumer) -> None:
-        super().__init__(consumer.consumer_group, consumer.message_model, consumer.allocate_strategy,
-                         consumer.instance)
-        self.consumer = consumer
+class RebalanceLitePullImpl(ConsumerRebalanceImpl):
+    consumer: AsyncDefaultLitePullConsumer
 
     def consume_type(self) -> str:
         return "CONSUME_ACTIVELY"
@@ -85,17 +86,11 @@ class RebalanceLitePullImpl(RebalanceImpl):
         self.consumer.offset_store.remove_offset(mq)
         return True
 
-    def remove_dirty_offset(self, mq: MessageQueueRef) -> None:
-        self.consumer.offset_store.remove_offset(mq)
 
-    async def compute_pull_from_where(self, mq: MessageQueueRef) -> int:
-        c = self.consumer
-        return await compute_pull_from_where(self.instance, c.offset_store, mq, c.consume_from_where,
-                                             parse_consume_timestamp(c.consume_timestamp))
-
-
-class AsyncDefaultLitePullConsumer:
+class AsyncDefaultLitePullConsumer(ConsumerInnerMixin):
     """The asyncio lite pull consumer; DefaultLitePullConsumer wraps it for threads."""
+
+    CONSUME_TYPE = "CONSUME_ACTIVELY"
 
     def __init__(self, consumer_group: str, config: RemotingClientConfig | None = None, *,
                  namesrv_addr: str | None = None, message_model: str = CLUSTERING,
@@ -505,12 +500,6 @@ class AsyncDefaultLitePullConsumer:
 
     # ---- ConsumerInner ------------------------------------------------------------------------
 
-    def consumer_data(self) -> ConsumerData:
-        return ConsumerData(group_name=self.consumer_group,
-                            subscriptions=list(self.rebalance.subscription_inner.values()),
-                            consume_type="CONSUME_ACTIVELY", message_model=self.message_model,
-                            consume_from_where=self.consume_from_where)
-
     async def do_rebalance(self) -> None:
         if self.service_state == "RUNNING" and self.subscription_type == "SUBSCRIBE":
             await self.rebalance.do_rebalance(False)
@@ -518,17 +507,6 @@ class AsyncDefaultLitePullConsumer:
     async def persist_consumer_offset(self) -> None:
         mqs = set(self.rebalance.process_queue_table) if self.subscription_type == "SUBSCRIBE" else set(self.assigned)
         await self.offset_store.persist_all(mqs)
-
-    def update_topic_subscribe_info(self, topic: str, queues: set[MessageQueueRef]) -> None:
-        if topic in self.rebalance.subscription_inner:
-            self.rebalance.topic_subscribe_info_table[topic] = set(queues)
-
-    def is_subscribe_topic_need_update(self, topic: str) -> bool:
-        return topic in self.rebalance.subscription_inner and \
-            topic not in self.rebalance.topic_subscribe_info_table
-
-    def offset_table(self, topic: str) -> dict[MessageQueueRef, int]:
-        return self.offset_store.clone_offset_table(topic)
 
     async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> dict[str, Any]:
         return {"order": False, "autoCommit": self.auto_commit, "consumeResult": "CR_THROW_EXCEPTION",

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from orbitmq.client.api import ConsumerData, MessageQueueRef
+from orbitmq.client.api import MessageQueueRef
 from orbitmq.client.errors import MQBrokerError, MQClientError
 from orbitmq.client.results import PullStatus
 from orbitmq.clientcore import loop as bg
@@ -35,6 +35,7 @@ from orbitmq.remoting_client.consumer.consume_service import (
     ConsumeMessageConcurrentlyService,
     ConsumeMessageOrderlyService,
 )
+from orbitmq.remoting_client.consumer.inner import ConsumerInnerMixin
 from orbitmq.remoting_client.consumer.listener import ConsumeReturnType, Listener
 from orbitmq.remoting_client.consumer.offset_store import (
     LocalFileOffsetStore,
@@ -44,7 +45,7 @@ from orbitmq.remoting_client.consumer.offset_store import (
 )
 from orbitmq.remoting_client.consumer.process_queue import ProcessQueue
 from orbitmq.remoting_client.consumer.pull_api import PullAPIWrapper
-from orbitmq.remoting_client.consumer.rebalance import RebalanceImpl, compute_pull_from_where
+from orbitmq.remoting_client.consumer.rebalance import ConsumerRebalanceImpl, parse_consume_timestamp
 
 log = logging.getLogger("orbitmq.remoting_client.push")
 
@@ -61,14 +62,6 @@ _MIB = 1024 * 1024
 def default_consume_timestamp() -> str:
     """DefaultMQPushConsumer#consumeTimestamp's default: half an hour ago, yyyyMMddHHmmss."""
     return datetime.fromtimestamp(time.time() - 1800).strftime("%Y%m%d%H%M%S")
-
-
-def parse_consume_timestamp(value: str) -> int:
-    """UtilAll.parseDate(consumeTimestamp, yyyyMMddHHmmss) in epoch milliseconds (local time)."""
-    try:
-        return int(datetime.strptime(value, "%Y%m%d%H%M%S").timestamp() * 1000)
-    except ValueError:
-        raise MQClientError(f"consumeTimestamp {value!r} is not yyyyMMddHHmmss") from None
 
 
 class PullRequest:
@@ -101,11 +94,8 @@ class ConsumerStats:
                 "consumeRT": self.rt.get(topic, 0.0), "consumeFailedMsgs": self.failed.get(topic, 0)}
 
 
-class RebalancePushImpl(RebalanceImpl):
-    def __init__(self, consumer: AsyncDefaultMQPushConsumer) -> None:
-        super().__init__(consumer.consumer_group, consumer.message_model, consumer.allocate_strategy,
-                         consumer.instance)
-        self.consumer = consumer
+class RebalancePushImpl(ConsumerRebalanceImpl):
+    consumer: AsyncDefaultMQPushConsumer
 
     async def message_queue_changed(self, topic: str, mq_all: set[MessageQueueRef],
                                     mq_divided: set[MessageQueueRef]) -> None:
@@ -156,14 +146,6 @@ class RebalancePushImpl(RebalanceImpl):
             if acquired:
                 pq.consume_lock.release()
 
-    def remove_dirty_offset(self, mq: MessageQueueRef) -> None:
-        self.consumer.offset_store.remove_offset(mq)
-
-    async def compute_pull_from_where(self, mq: MessageQueueRef) -> int:
-        c = self.consumer
-        return await compute_pull_from_where(self.instance, c.offset_store, mq, c.consume_from_where,
-                                             parse_consume_timestamp(c.consume_timestamp))
-
     def dispatch_pull_request(self, requests: list[tuple[MessageQueueRef, ProcessQueue, int]]) -> None:
         # RebalanceImpl#updateProcessQueueTableInRebalance dispatches new queues' first pulls 500 ms
         # later, after messageQueueChanged's heartbeat carried the new subVersion to the brokers.
@@ -171,8 +153,10 @@ class RebalancePushImpl(RebalanceImpl):
             self.consumer.execute_pull_request_later(PullRequest(self.group, mq, pq, offset), 0.5)
 
 
-class AsyncDefaultMQPushConsumer:
+class AsyncDefaultMQPushConsumer(ConsumerInnerMixin):
     """The asyncio push consumer; DefaultMQPushConsumer wraps it for threads."""
+
+    CONSUME_TYPE = "CONSUME_PASSIVELY"
 
     def __init__(self, consumer_group: str, config: RemotingClientConfig | None = None, *,
                  namesrv_addr: str | None = None,
@@ -586,29 +570,12 @@ class AsyncDefaultMQPushConsumer:
 
     # ---- ConsumerInner ------------------------------------------------------------------------
 
-    def consumer_data(self) -> ConsumerData:
-        return ConsumerData(group_name=self.consumer_group,
-                            subscriptions=list(self.rebalance.subscription_inner.values()),
-                            consume_type="CONSUME_PASSIVELY", message_model=self.message_model,
-                            consume_from_where=self.consume_from_where)
-
     async def do_rebalance(self) -> None:
         if self.service_state == "RUNNING" and not self.paused:
             await self.rebalance.do_rebalance(self.consume_orderly)
 
     async def persist_consumer_offset(self) -> None:
         await self.offset_store.persist_all(set(self.rebalance.process_queue_table))
-
-    def update_topic_subscribe_info(self, topic: str, queues: set[MessageQueueRef]) -> None:
-        if topic in self.rebalance.subscription_inner:
-            self.rebalance.topic_subscribe_info_table[topic] = set(queues)
-
-    def is_subscribe_topic_need_update(self, topic: str) -> bool:
-        return topic in self.rebalance.subscription_inner and \
-            topic not in self.rebalance.topic_subscribe_info_table
-
-    def offset_table(self, topic: str) -> dict[MessageQueueRef, int]:
-        return self.offset_store.clone_offset_table(topic)
 
     async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> dict[str, Any]:
         if self.consume_service is None:

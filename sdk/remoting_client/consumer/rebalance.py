@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from orbitmq.client.api import MessageQueueRef
@@ -35,6 +36,14 @@ UNLOCK_DELAY = 20.0  # rocketmq.client.unlockDelayTimeMills
 def _mq_key(mq: MessageQueueRef) -> tuple[str, str, int]:
     """MessageQueue#compareTo: topic, then brokerName, then queueId."""
     return (mq.topic, mq.broker_name, mq.queue_id)
+
+
+def parse_consume_timestamp(value: str) -> int:
+    """UtilAll.parseDate(consumeTimestamp, yyyyMMddHHmmss) in epoch milliseconds (local time)."""
+    try:
+        return int(datetime.strptime(value, "%Y%m%d%H%M%S").timestamp() * 1000)
+    except ValueError:
+        raise MQClientError(f"consumeTimestamp {value!r} is not yyyyMMddHHmmss") from None
 
 
 async def compute_pull_from_where(instance: Any, offset_store: OffsetStore, mq: MessageQueueRef,
@@ -291,3 +300,21 @@ class RebalanceImpl:
         pq = self.process_queue_table.pop(mq, None)
         if pq is not None:
             pq.dropped = True
+
+
+class ConsumerRebalanceImpl(RebalanceImpl):
+    """What RebalancePushImpl and RebalanceLitePullImpl do alike: offsets and start positions
+    come from their consumer's offset store and consumeFromWhere."""
+
+    def __init__(self, consumer: Any) -> None:
+        super().__init__(consumer.consumer_group, consumer.message_model, consumer.allocate_strategy,
+                         consumer.instance)
+        self.consumer = consumer
+
+    def remove_dirty_offset(self, mq: MessageQueueRef) -> None:
+        self.consumer.offset_store.remove_offset(mq)
+
+    async def compute_pull_from_where(self, mq: MessageQueueRef) -> int:
+        c = self.consumer
+        return await compute_pull_from_where(self.instance, c.offset_store, mq, c.consume_from_where,
+                                             parse_consume_timestamp(c.consume_timestamp))
