@@ -9,7 +9,9 @@ broker, ACL or TLS).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+import sys
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,7 +24,7 @@ from tests.support import ManagedProcess, ProcessRunner, start_broker, start_nam
 
 T = TypeVar("T")
 
-__all__ = ["RemotingCluster", "start_remoting_cluster", "unique"]
+__all__ = ["RemotingCluster", "serving", "start_remoting_cluster", "unique"]
 
 CLUSTER_NAME = "RemotingCluster"
 # autoCreateTopicEnable off: a topic exists once a test creates it; checks within seconds; sends
@@ -92,6 +94,24 @@ class RemotingCluster:
                     name, consume_message_orderly=orderly, retry_max_times=retry_max_times))
         self.api_call(go)
         return name
+
+
+@contextlib.contextmanager
+def serving(session: Any, cluster: RemotingCluster, *, kill: bool = False) -> Iterator[RemotingCluster]:
+    """A fixture's life of ``cluster``: yields it, then stops its processes (``kill``: SIGKILL
+    first, for a throw-away store of JVMs whose clean stop takes seconds) and prints their logs if
+    a test of ``session`` (pytest's) failed."""
+    try:
+        yield cluster
+    finally:
+        failed = session.testsfailed
+        if kill:
+            for proc in cluster.processes.values():
+                if proc.is_running():
+                    proc.kill()
+        cluster.runner.stop_all()
+        if failed:
+            print("\n===== cluster logs =====\n" + cluster.runner.report(), file=sys.stderr)
 
 
 def start_remoting_cluster(workdir: Path, brokers: tuple[str, ...] = ("broker-a", "broker-b"),
