@@ -14,16 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
 
 from orbitmq.bench.drain import drain as grpc_drain
-from orbitmq.bench.local_process import launch_local, local_ports_args
-from orbitmq.bench.scenario import stop_local
+from orbitmq.bench.scenario import given_or_local
 from orbitmq.common.message import Message, MessageExt
-from orbitmq.common.net import free_ports
 from orbitmq.remoting_client.config import RemotingClientConfig
 from orbitmq.remoting_client.consumer import (
     AsyncDefaultLitePullConsumer,
@@ -126,22 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(list(argv or []))
     if bool(args.namesrv) != bool(args.endpoint):
         p.error("--namesrv and --endpoint go together")
-    proc = tmp = None
-    namesrv, endpoint = args.namesrv, args.endpoint
-    if namesrv is None:
-        tmp = tempfile.TemporaryDirectory(prefix="orbitmq-bench-remoting-drain-")
-        ports = free_ports(3)
-        proc = launch_local(tmp.name, local_ports_args(*ports))
-        namesrv, endpoint = f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[2]}"
-    try:
+    with given_or_local(args.namesrv, args.endpoint, "orbitmq-bench-remoting-drain-") as (namesrv, endpoint):
         print(f"== drain of {args.messages:,} x {args.size} B: Remoting consumers (broker) vs gRPC SDK (proxy), "
               f"NameServer {namesrv}, proxy {endpoint}", flush=True)
         results = asyncio.run(run(namesrv, endpoint, args))
-    finally:
-        if proc is not None:
-            stop_local(proc)
-        if tmp is not None:
-            tmp.cleanup()
     for name, value in results.items():
         print(f"{name:<50} {value:>10,.0f} msgs/s")
     ratio = results["Remoting push consumer from the broker"] / max(

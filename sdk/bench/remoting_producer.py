@@ -7,9 +7,12 @@ the other in this process:
 
 - Remoting AsyncDefaultMQProducer.send awaited one at a time, then ``--window`` sends in flight;
 - gRPC SDK AsyncProducer.send awaited one at a time, then ``--window`` sends in flight with
-  batching off (linger 0, one message per SendMessage), so both sides send single messages.
+  batching off (linger 0, one message per SendMessage), so both sides send single messages;
+- batches of ``--batch`` messages, one in flight: the Remoting client's send_batch (one
+  SEND_BATCH_MESSAGE) beside the gRPC SDK's send_many with batching on (one SendMessage of the
+  whole batch).
 
-Prints msgs/s of each and the Remoting client's ratio to the SDK's; nothing is asserted.
+Prints msgs/s of each and the Remoting client's ratios to the SDK's; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -17,23 +20,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from orbitmq.bench.local_process import launch_local, local_ports_args
-from orbitmq.bench.scenario import stop_local
+from orbitmq.bench.scenario import given_or_local
 from orbitmq.clientcore.config import ClientConfig
 from orbitmq.clientcore.message import Message as SdkMessage
 from orbitmq.common.message import Message
-from orbitmq.common.net import free_ports
 from orbitmq.producer import AsyncProducer
 from orbitmq.remoting_client.config import RemotingClientConfig
 from orbitmq.remoting_client.producer import AsyncDefaultMQProducer
 
 
-async def _rate(send: Callable[[], Awaitable[object]], duration: float, window: int) -> tuple[float, int]:
-    """(msgs/s, errors) of ``send`` with ``window`` calls in flight for ``duration`` seconds."""
+async def _rate(send: Callable[[], Awaitable[object]], duration: float, window: int,
+                per_call: int = 1) -> tuple[float, int]:
+    """(msgs/s, errors) of ``send`` (``per_call`` messages a call) with ``window`` calls in flight
+    for ``duration`` seconds."""
     sent = errors = 0
     started = time.monotonic()
     stop_at = started + duration
@@ -43,7 +45,7 @@ async def _rate(send: Callable[[], Awaitable[object]], duration: float, window: 
         while time.monotonic() < stop_at:
             try:
                 await send()
-                sent += 1
+                sent += per_call
             except Exception:  # counted: a benchmark reports failures instead of stopping
                 errors += 1
     await asyncio.gather(*(worker() for _ in range(window)))
@@ -64,6 +66,10 @@ async def run(namesrv: str, endpoint: str, args: argparse.Namespace) -> dict[str
             rate, errs = await _rate(lambda: producer.send(Message(topic, body)), args.duration, window)
             results[f"Remoting send to the broker (window {window})"] = rate
             errors += errs
+        rate, errs = await _rate(lambda: producer.send_batch([Message(topic, body) for _ in range(args.batch)]),
+                                 args.duration, 1, args.batch)
+        results[f"Remoting send_batch of {args.batch} to the broker"] = rate
+        errors += errs
     finally:
         await producer.shutdown()
     async with AsyncProducer(ClientConfig(endpoint, request_timeout=10), [topic], linger=0.0,
@@ -73,6 +79,12 @@ async def run(namesrv: str, endpoint: str, args: argparse.Namespace) -> dict[str
             rate, errs = await _rate(lambda: sdk.send(SdkMessage(topic, body)), args.duration, window)
             results[f"gRPC SDK send through the proxy (window {window})"] = rate
             errors += errs
+    async with AsyncProducer(ClientConfig(endpoint, request_timeout=10), [topic], linger=0.0,
+                             max_batch_messages=args.batch) as sdk:
+        rate, errs = await _rate(lambda: sdk.send_many([SdkMessage(topic, body) for _ in range(args.batch)]),
+                                 args.duration, 1, args.batch)
+        results[f"gRPC SDK send_many of {args.batch} through the proxy (batched)"] = rate
+        errors += errs
     results["errors"] = errors
     return results
 
@@ -86,26 +98,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("-d", "--duration", type=float, default=5.0, help="seconds per mode")
     p.add_argument("--window", type=int, default=64, help="sends in flight in the concurrent modes")
+    p.add_argument("--batch", type=int, default=32, help="messages a batch in the batch modes")
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = p.parse_args(list(argv or []))
     if bool(args.namesrv) != bool(args.endpoint):
         p.error("--namesrv and --endpoint go together")
-    proc = tmp = None
-    namesrv, endpoint = args.namesrv, args.endpoint
-    if namesrv is None:
-        tmp = tempfile.TemporaryDirectory(prefix="orbitmq-bench-remoting-")
-        ports = free_ports(3)
-        proc = launch_local(tmp.name, local_ports_args(*ports))
-        namesrv, endpoint = f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[2]}"
-    try:
+    if args.batch < 1 or args.window < 1:
+        p.error("--batch and --window must be at least 1")
+    with given_or_local(args.namesrv, args.endpoint, "orbitmq-bench-remoting-") as (namesrv, endpoint):
         print(f"== Remoting producer (broker) vs gRPC SDK (proxy): {args.size} B single messages, "
               f"{args.duration:g} s per mode, NameServer {namesrv}, proxy {endpoint}", flush=True)
         results = asyncio.run(run(namesrv, endpoint, args))
-    finally:
-        if proc is not None:
-            stop_local(proc)
-        if tmp is not None:
-            tmp.cleanup()
     for name, value in results.items():
         if name != "errors":
             print(f"{name:<55} {value:>10,.0f} msgs/s")
@@ -113,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratio = (results[f"Remoting send to the broker (window {window})"]
                  / max(results[f"gRPC SDK send through the proxy (window {window})"], 1e-9))
         print(f"{f'Remoting / gRPC SDK (window {window})':<55} {ratio:>10.1f} x")
+    ratio = (results[f"Remoting send_batch of {args.batch} to the broker"]
+             / max(results[f"gRPC SDK send_many of {args.batch} through the proxy (batched)"], 1e-9))
+    print(f"{f'Remoting / gRPC SDK (batches of {args.batch})':<55} {ratio:>10.1f} x")
     print(f"{'errors':<55} {int(results['errors']):>10}")
     if args.json:
         print(json.dumps(results))

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from orbitmq.bench import baseline, memory, nats_bench
 from orbitmq.bench.consumer import ConsumeOptions, run_consume_load
@@ -52,6 +53,22 @@ def stop_local(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+@contextlib.contextmanager
+def given_or_local(namesrv: str | None, endpoint: str | None, prefix: str) -> Iterator[tuple[str, str]]:
+    """The (NameServer, proxy) a bench measures: the ones given, else a temporary `orbitmq local`
+    in a directory named with ``prefix``, stopped and removed afterwards."""
+    if namesrv is not None and endpoint is not None:
+        yield namesrv, endpoint
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        ports = free_ports(3)
+        proc = launch_local(tmp, local_ports_args(*ports))
+        try:
+            yield f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[2]}"
+        finally:
+            stop_local(proc)
 
 
 CONSUMER_READY = "bench consumer ready"

@@ -94,3 +94,18 @@ def test_bench_all_refuses_a_repeat_below_one() -> None:
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     assert "--repeat must be at least 1" in run.stderr
+
+
+def test_remoting_benches_run_on_their_own_local_cluster() -> None:
+    """`orbitmq bench remoting-producer|remoting-drain` without --namesrv start a temporary
+    `orbitmq local`, measure the Remoting client beside the gRPC SDK and stop it again."""
+    produced = _bench("remoting-producer", "-d", "0.5", "--window", "8", "--batch", "4")
+    assert produced["errors"] == 0
+    for window in (1, 8):
+        assert produced[f"Remoting send to the broker (window {window})"] > 0
+        assert produced[f"gRPC SDK send through the proxy (window {window})"] > 0
+    assert produced["Remoting send_batch of 4 to the broker"] > 0
+    assert produced["gRPC SDK send_many of 4 through the proxy (batched)"] > 0
+    drained = _bench("remoting-drain", "-n", "300", "-s", "64")
+    assert drained["Remoting push consumer from the broker"] > 0
+    assert drained["gRPC SDK receive + ack through the proxy"] > 0
