@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +31,7 @@ from orbitmq.remoting_client.consumer import (
     ConsumeConcurrentlyStatus,
 )
 from orbitmq.remoting_client.producer.producer import AsyncDefaultMQProducer
-from tests.sdk.remoting_client.cluster import RemotingCluster, serving, start_remoting_cluster, unique
+from tests.sdk.remoting_client.cluster import RemotingCluster, start_remoting_cluster, unique
 from tests.support import jvm
 
 pytestmark = pytest.mark.timeout(300)
@@ -106,8 +107,14 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: s
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemotingCluster]:
-    with serving(request.session, start_remoting_cluster(tmp_path_factory.mktemp("java-python-remoting"))) as cluster:
+    cluster = start_remoting_cluster(tmp_path_factory.mktemp("java-python-remoting"))
+    try:
         yield cluster
+    finally:
+        failed = request.session.testsfailed
+        cluster.runner.stop_all()
+        if failed:
+            print("\n===== cluster logs =====\n" + cluster.runner.report(), file=sys.stderr)
 
 
 @pytest.fixture(scope="module")

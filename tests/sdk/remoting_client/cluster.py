@@ -9,9 +9,7 @@ broker, ACL or TLS).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,7 +22,7 @@ from tests.support import ManagedProcess, ProcessRunner, start_broker, start_nam
 
 T = TypeVar("T")
 
-__all__ = ["RemotingCluster", "serving", "start_remoting_cluster", "unique"]
+__all__ = ["RemotingCluster", "start_remoting_cluster", "unique"]
 
 CLUSTER_NAME = "RemotingCluster"
 # autoCreateTopicEnable off: a topic exists once a test creates it; checks within seconds; sends
@@ -96,24 +94,6 @@ class RemotingCluster:
         return name
 
 
-@contextlib.contextmanager
-def serving(session: Any, cluster: RemotingCluster, *, kill: bool = False) -> Iterator[RemotingCluster]:
-    """A fixture's life of ``cluster``: yields it, then stops its processes (``kill``: SIGKILL
-    first, for a throw-away store of JVMs whose clean stop takes seconds) and prints their logs if
-    a test of ``session`` (pytest's) failed."""
-    try:
-        yield cluster
-    finally:
-        failed = session.testsfailed
-        if kill:
-            for proc in cluster.processes.values():
-                if proc.is_running():
-                    proc.kill()
-        cluster.runner.stop_all()
-        if failed:
-            print("\n===== cluster logs =====\n" + cluster.runner.report(), file=sys.stderr)
-
-
 def start_remoting_cluster(workdir: Path, brokers: tuple[str, ...] = ("broker-a", "broker-b"),
                            namesrv_args: tuple[str, ...] = (), **keys: Any) -> RemotingCluster:
     """A NameServer (``namesrv_args`` on top) and one master per broker name (``keys`` on top of
@@ -140,11 +120,6 @@ def start_remoting_cluster(workdir: Path, brokers: tuple[str, ...] = ("broker-a"
 # a half whose check-back was answered is checked again if the next check runs before that op
 # record is written (TransactionalMessageCheckService): every answer commits once more, so on a
 # loaded machine a check every 500 ms committed one message twice. Checks every 2 s leave room.
-# The xdist group of the modules that re-collect tests against Apache RocketMQ: make test's
-# `--dist loadgroup` runs them all on one worker, which starts one Apache cluster for them
-# (conftest.py's session-scoped apache_remoting_cluster).
-APACHE_GROUP = "remoting_client_apache"
-
 APACHE_KEYS: dict[str, str] = {"transactionOpBatchInterval": "100", "transactionCheckInterval": "2000"}
 
 

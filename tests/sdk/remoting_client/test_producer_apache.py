@@ -4,9 +4,12 @@ OrbitMQ-only one. The module's ``remoting_cluster`` fixture overrides conftest.p
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+
 import pytest
 
-from tests.sdk.remoting_client.cluster import APACHE_GROUP, RemotingCluster
+from tests.sdk.remoting_client.cluster import RemotingCluster, start_apache_cluster
 from tests.sdk.remoting_client.test_producer import (  # noqa: F401  (collected here against Apache)
     test_bad_input_raises_before_sending_with_codes,
     test_every_send_mode_is_read_back,
@@ -20,10 +23,22 @@ from tests.sdk.remoting_client.test_producer import (  # noqa: F401  (collected 
     test_transactions_commit_rollback_and_check_back,
 )
 
-# One worker runs the Apache modules (make test's `--dist loadgroup`), on one Apache cluster.
-pytestmark = pytest.mark.xdist_group(APACHE_GROUP)
+# One worker runs the whole module (make test's `--dist loadgroup`): a second would start a
+# second Apache cluster for its share of the tests.
+pytestmark = pytest.mark.xdist_group("test_producer_apache")
 
 
 @pytest.fixture(scope="module")
-def remoting_cluster(apache_remoting_cluster: RemotingCluster) -> RemotingCluster:
-    return apache_remoting_cluster
+def remoting_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                     ) -> Iterator[RemotingCluster]:
+    cluster = start_apache_cluster(tmp_path_factory.mktemp("remoting-apache"))
+    try:
+        yield cluster
+    finally:
+        failed = request.session.testsfailed
+        for proc in cluster.processes.values():  # a throw-away store: SIGKILL spares the JVMs' 6 s shutdowns
+            if proc.is_running():
+                proc.kill()
+        cluster.runner.stop_all()
+        if failed:
+            print("\n===== Apache cluster logs =====\n" + cluster.runner.report(), file=sys.stderr)
