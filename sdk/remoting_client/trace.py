@@ -1,9 +1,11 @@
 """Client-side message trace (AsyncTraceDispatcher, SendMessageTraceHookImpl, TraceDataEncoder).
 
 With enableMsgTrace a producer records every stored send as a Pub record (and every ended
-transaction as an EndTransaction record) and a background task writes them, a few at a time,
-as trace messages to RMQ_SYS_TRACE_TOPIC (or the customized trace topic) through an inner
-producer of group ``_INNER_TRACE_PRODUCER-<group>-PRODUCE``. Each trace message's KEYS are the
+transaction as an EndTransaction record), a push consumer every message it hands to its listener
+as a SubBefore record and the listener's outcome as a SubAfter record (ConsumeMessageTraceHookImpl),
+and a background task writes them, a few at a time, as trace messages to RMQ_SYS_TRACE_TOPIC (or
+the customized trace topic) through an inner producer of group
+``_INNER_TRACE_PRODUCER-<group>-PRODUCE`` (``-CONSUME`` for a consumer's). Each trace message's KEYS are the
 traced message ids and keys, so `orbitmq admin queryMsgTraceById` finds it by QUERY_MESSAGE. A
 failed trace write never fails a send: it is logged and dropped, as upstream's.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -20,8 +23,10 @@ from orbitmq.client.api import MessageQueueRef
 from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.common import trace_codec as tc
 from orbitmq.common.constants import RMQ_SYS_TRACE_TOPIC
-from orbitmq.common.message import Message, MessageConst
+from orbitmq.common.message import Message, MessageConst, MessageExt
+from orbitmq.common.message_id import create_uniq_id
 from orbitmq.remoting_client.config import RemotingClientConfig
+from orbitmq.remoting_client.consumer.hooks import CONSUME_CONTEXT_TYPE, ConsumeMessageContext
 
 log = logging.getLogger("orbitmq.remoting_client.trace")
 
@@ -69,10 +74,66 @@ class _SendTraceHook:
                 success=result.status == SendStatus.SEND_OK, client_host=cfg.client_ip), [msg_id, *msg.keys])
 
 
+@dataclasses.dataclass
+class _SubBefore:
+    """What consume_message_before leaves for consume_message_after (TraceContext)."""
+
+    request_id: str
+    timestamp: int
+    group: str
+    msgs: list[MessageExt]
+
+
+def _keys(msg: Message) -> list[str]:
+    return [msg.uniq_id_or_msg_id, *msg.keys] if isinstance(msg, MessageExt) else list(msg.keys)
+
+
+class _ConsumeTraceHook:
+    """ConsumeMessageTraceHookImpl: a SubBefore record for each message a listener is given (not
+    those sent with TRACE_ON=false), a SubAfter record of each with the batch's outcome after."""
+
+    def __init__(self, dispatcher: AsyncTraceDispatcher) -> None:
+        self.dispatcher = dispatcher
+
+    def hook_name(self) -> str:
+        return "ConsumeMessageTraceHook"
+
+    def consume_message_before(self, context: ConsumeMessageContext) -> None:
+        msgs = [m for m in context.msg_list if m.properties.get(MessageConst.TRACE_SWITCH) != "false"]
+        if not msgs:
+            return
+        d = self.dispatcher
+        before = _SubBefore(create_uniq_id(), int(time.time() * 1000),
+                            d.config.without_namespace(context.consumer_group), msgs)
+        context.trace_context = before
+        for m in msgs:
+            d.append(tc.encode_sub_before(
+                timestamp=before.timestamp, region_id=m.properties.get(MessageConst.MSG_REGION) or tc.DEFAULT_REGION,
+                group=before.group, request_id=before.request_id, msg_id=m.uniq_id_or_msg_id,
+                retry_times=m.reconsume_times, keys=m.properties.get(MessageConst.KEYS),
+                client_host=d.config.client_ip), _keys(m))
+
+    def consume_message_after(self, context: ConsumeMessageContext) -> None:
+        before = context.trace_context
+        if not isinstance(before, _SubBefore):
+            return
+        d = self.dispatcher
+        now = int(time.time() * 1000)
+        cost = (now - before.timestamp) // len(before.msgs)
+        code = tc.ContextCode.__members__.get(context.props.get(CONSUME_CONTEXT_TYPE, ""), tc.ContextCode.SUCCESS)
+        for m in before.msgs:
+            d.append(tc.encode_sub_after(
+                request_id=before.request_id, msg_id=m.uniq_id_or_msg_id, cost_time=cost, success=context.success,
+                keys=m.properties.get(MessageConst.KEYS), context_code=int(code), timestamp=now,
+                group=before.group, client_host=d.config.client_ip), _keys(m))
+
+
 class AsyncTraceDispatcher:
-    def __init__(self, config: RemotingClientConfig, group: str, trace_topic: str | None = None) -> None:
+    def __init__(self, config: RemotingClientConfig, group: str, trace_topic: str | None = None,
+                 role: str = "PRODUCE") -> None:
         self.config = config
         self.group = group
+        self.role = role  # TraceDispatcher.Type: PRODUCE or CONSUME, in the inner producer's group
         self.trace_topic = trace_topic or RMQ_SYS_TRACE_TOPIC
         self._queue: asyncio.Queue[tuple[str, list[str]]] = asyncio.Queue(QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
@@ -83,10 +144,13 @@ class AsyncTraceDispatcher:
     def send_hook(self) -> _SendTraceHook:
         return _SendTraceHook(self)
 
+    def consume_hook(self) -> _ConsumeTraceHook:
+        return _ConsumeTraceHook(self)
+
     async def start(self) -> None:
         from orbitmq.remoting_client.producer.producer import AsyncDefaultMQProducer
 
-        self._producer = AsyncDefaultMQProducer(f"{TRACE_GROUP_PREFIX}-{self.group}-PRODUCE", self.config,
+        self._producer = AsyncDefaultMQProducer(f"{TRACE_GROUP_PREFIX}-{self.group}-{self.role}", self.config,
                                                 retry_times_when_send_failed=1)
         await self._producer.start()
         self._task = asyncio.create_task(self._run(), name=f"trace-{self.group}")

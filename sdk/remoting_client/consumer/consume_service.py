@@ -25,6 +25,12 @@ from typing import TYPE_CHECKING, Any
 from orbitmq.client.api import MessageQueueRef
 from orbitmq.common.constants import RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.common.message import MessageConst, MessageExt
+from orbitmq.remoting_client.consumer.hooks import (
+    CONSUME_CONTEXT_TYPE,
+    ConsumeMessageContext,
+    run_hooks_after,
+    run_hooks_before,
+)
 from orbitmq.remoting_client.consumer.listener import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -42,6 +48,26 @@ log = logging.getLogger("orbitmq.remoting_client.consume")
 
 CONSUME_LATER_DELAY = 5.0  # submitConsumeRequestLater: 5 s
 MAX_TIME_CONSUME_CONTINUOUSLY = 60.0  # rocketmq.client.maxTimeConsumeContinuously
+
+
+def hooks_before(consumer: Any, msgs: list[MessageExt], mq: MessageQueueRef) -> ConsumeMessageContext | None:
+    """executeHookBefore with a new ConsumeMessageContext, or None when the consumer has no hook."""
+    if not consumer.consume_message_hooks:
+        return None
+    context = ConsumeMessageContext(consumer.consumer_group, msgs, mq, namespace=consumer.config.namespace)
+    run_hooks_before(consumer.consume_message_hooks, context)
+    return context
+
+
+def _orderly_return_type(status: Any, has_exception: bool, timed_out: bool) -> ConsumeReturnType:
+    """ConsumeMessageOrderlyService.ConsumeRequest#run's returnType."""
+    if status is None:
+        return ConsumeReturnType.EXCEPTION if has_exception else ConsumeReturnType.RETURNNULL
+    if timed_out:
+        return ConsumeReturnType.TIME_OUT
+    if status in (ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, ConsumeOrderlyStatus.ROLLBACK):
+        return ConsumeReturnType.FAILED
+    return ConsumeReturnType.SUCCESS
 
 
 def reset_retry_topic(msgs: list[MessageExt], group: str) -> None:
@@ -191,6 +217,7 @@ class ConsumeMessageConcurrentlyService:
             return
         context = ConsumeConcurrentlyContext(mq)
         reset_retry_topic(msgs, self.group)
+        hook_context = hooks_before(self.consumer, msgs, mq)
         now_ms = str(int(time.time() * 1000))
         for msg in msgs:
             msg.properties[MessageConst.CONSUME_START_TIMESTAMP] = now_ms
@@ -215,6 +242,11 @@ class ConsumeMessageConcurrentlyService:
         if status is None or status not in (ConsumeConcurrentlyStatus.CONSUME_SUCCESS,
                                             ConsumeConcurrentlyStatus.RECONSUME_LATER):
             status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        if hook_context is not None:
+            hook_context.props[CONSUME_CONTEXT_TYPE] = return_type.value
+            hook_context.status = ConsumeConcurrentlyStatus(status).name
+            hook_context.success = status == ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+            run_hooks_after(self.consumer.consume_message_hooks, hook_context)
         if pq.dropped:
             log.warning("processQueue is dropped without process consume result, mq %s", mq)
             return
@@ -350,7 +382,9 @@ class ConsumeMessageOrderlyService:
                     break
                 reset_retry_topic(msgs, self.group)
                 context = ConsumeOrderlyContext(mq)
+                hook_context = hooks_before(self.consumer, msgs, mq)
                 status: Any = None
+                has_exception = False
                 t0 = time.monotonic()
                 async with pq.consume_lock:
                     if pq.dropped:
@@ -358,13 +392,21 @@ class ConsumeMessageOrderlyService:
                     try:
                         status = await call_listener(self.listener, msgs, context, self.workers.executor)
                     except Exception:
+                        has_exception = True
                         log.warning("consume message exception, group %s, mq %s", self.group, mq, exc_info=True)
                 elapsed = time.monotonic() - t0
                 ok = status in (ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.COMMIT)
                 self.consumer.stats.record(mq.topic, len(msgs), elapsed,
                                            ConsumeReturnType.SUCCESS if ok else ConsumeReturnType.FAILED)
+                if hook_context is not None:
+                    hook_context.props[CONSUME_CONTEXT_TYPE] = _orderly_return_type(
+                        status, has_exception, elapsed >= self.consumer.consume_timeout * 60).value
                 if status is None or status == ConsumeOrderlyStatus.ROLLBACK:
                     status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                if hook_context is not None:
+                    hook_context.status = ConsumeOrderlyStatus(status).name
+                    hook_context.success = ok
+                    run_hooks_after(self.consumer.consume_message_hooks, hook_context)
                 if not await self.process_consume_result(msgs, ConsumeOrderlyStatus(status), context, pq, mq):
                     break
 

@@ -35,6 +35,7 @@ from orbitmq.remoting_client.consumer.consume_service import (
     ConsumeMessageConcurrentlyService,
     ConsumeMessageOrderlyService,
 )
+from orbitmq.remoting_client.consumer.hooks import ConsumeMessageHook
 from orbitmq.remoting_client.consumer.inner import ConsumerInnerMixin
 from orbitmq.remoting_client.consumer.listener import ConsumeReturnType, Listener
 from orbitmq.remoting_client.consumer.offset_store import (
@@ -175,7 +176,8 @@ class AsyncDefaultMQPushConsumer(ConsumerInnerMixin):
                  broker_suspend_max_time_millis: int = 15_000, consumer_timeout_millis_when_suspend: int = 30_000,
                  lock_interval: float = 20.0, lock_max_live_time: float = 30.0, unlock_delay: float = 20.0,
                  pull_time_delay_when_exception: float = PULL_TIME_DELAY_WHEN_EXCEPTION,
-                 offset_store: OffsetStore | None = None, local_offset_store_dir: str | Path | None = None) -> None:
+                 offset_store: OffsetStore | None = None, local_offset_store_dir: str | Path | None = None,
+                 enable_msg_trace: bool = False, customized_trace_topic: str | None = None) -> None:
         from orbitmq.remoting_client.instance import get_or_create_instance
 
         if not consumer_group or consumer_group == "DEFAULT_CONSUMER":
@@ -251,6 +253,10 @@ class AsyncDefaultMQPushConsumer(ConsumerInnerMixin):
         self._timers: set[asyncio.TimerHandle] = set()
         self._subscriptions: dict[str, SubscriptionData] = {}
         self.flow_control_times = 0
+        self.consume_message_hooks: list[ConsumeMessageHook] = []
+        self.enable_msg_trace = enable_msg_trace
+        self.customized_trace_topic = customized_trace_topic
+        self.trace_dispatcher: Any = None
 
     # ---- user API -----------------------------------------------------------------------------
 
@@ -284,6 +290,10 @@ class AsyncDefaultMQPushConsumer(ConsumerInnerMixin):
     def register_message_listener_orderly(self, listener: Listener) -> None:
         self.register_message_listener(listener, orderly=True)
 
+    def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
+        """DefaultMQPushConsumerImpl#registerConsumeMessageHook: run ``hook`` around every listener call."""
+        self.consume_message_hooks.append(hook)
+
     def suspend(self) -> None:
         """Stop pulling (queues stay assigned); resume() continues."""
         self.paused = True
@@ -307,12 +317,20 @@ class AsyncDefaultMQPushConsumer(ConsumerInnerMixin):
             self.offset_store = LocalFileOffsetStore(self.instance.client_id, self.consumer_group,
                                                      self._local_offset_store_dir)
         await self.offset_store.load()
+        if self.enable_msg_trace and self.trace_dispatcher is None:
+            from orbitmq.remoting_client.trace import AsyncTraceDispatcher
+
+            self.trace_dispatcher = AsyncTraceDispatcher(self.config, self.consumer_group,
+                                                         self.customized_trace_topic, role="CONSUME")
+            await self.trace_dispatcher.start()
+            self.consume_message_hooks.append(self.trace_dispatcher.consume_hook())
         service_cls = ConsumeMessageOrderlyService if self.consume_orderly else ConsumeMessageConcurrentlyService
         self.consume_service = service_cls(self, self.listener)
         self.consume_service.start()
         if not self.instance.register_consumer(self.consumer_group, self):
             self.service_state = "CREATE_JUST"
             await self.consume_service.shutdown()
+            await self._stop_trace()
             raise MQClientError(f"The consumer group[{self.consumer_group}] has been created before, specify "
                                 "another name please.")
         try:
@@ -324,6 +342,7 @@ class AsyncDefaultMQPushConsumer(ConsumerInnerMixin):
         except BaseException:
             self.instance.unregister_consumer(self.consumer_group)
             await self.consume_service.shutdown()
+            await self._stop_trace()
             self.service_state = "CREATE_JUST"
             raise
         self.instance.rebalance_immediately()
@@ -365,7 +384,16 @@ class AsyncDefaultMQPushConsumer(ConsumerInnerMixin):
         for pq in self.rebalance.process_queue_table.values():
             pq.dropped = True
         await self.instance.unregister_consumer_now(self.consumer_group)
+        await self._stop_trace()  # the last records written before the instance goes
         await self.instance.shutdown()
+
+    async def _stop_trace(self) -> None:
+        if self.trace_dispatcher is not None:
+            dispatcher, self.trace_dispatcher = self.trace_dispatcher, None
+            hook = next((h for h in self.consume_message_hooks if getattr(h, "dispatcher", None) is dispatcher), None)
+            if hook is not None:
+                self.consume_message_hooks.remove(hook)
+            await dispatcher.shutdown()
 
     async def __aenter__(self) -> AsyncDefaultMQPushConsumer:
         await self.start()

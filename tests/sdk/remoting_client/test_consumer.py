@@ -598,3 +598,76 @@ async def test_consumer_started_before_its_topic_exists(remoting_cluster: Remoti
         await wait_for(lambda: b"late" in got, what="the message of the late topic")
     finally:
         await consumer.shutdown()
+
+
+async def test_consume_hooks_and_consumption_trace(remoting_cluster: RemotingCluster) -> None:
+    """ConsumeMessageHook around each listener call, and enableMsgTrace's SubBefore/SubAfter records
+    (ConsumeMessageTraceHookImpl) with the outcome of each try, findable by message id."""
+    from orbitmq.common.constants import RMQ_SYS_TRACE_TOPIC
+    from orbitmq.common.trace_codec import ContextCode, TraceType, decode
+    from orbitmq.remoting_client.consumer.hooks import CONSUME_CONTEXT_TYPE, ConsumeMessageContext
+    from tests.sdk.remoting_client.test_producer import pull_all
+
+    topic = remoting_cluster.create_topic(unique("TraceC"), queues=1, brokers=["broker-a"])
+    group = unique("TraceCG")
+    failed_once: set[bytes] = set()
+    seen: list[tuple[str, bytes, bool, str, str]] = []
+
+    class Recorder:  # a ConsumeMessageHook
+        def hook_name(self) -> str:
+            return "recorder"
+
+        def consume_message_before(self, context: ConsumeMessageContext) -> None:
+            seen.extend(("before", m.body, context.success, context.status, "") for m in context.msg_list)
+
+        def consume_message_after(self, context: ConsumeMessageContext) -> None:
+            seen.extend(("after", m.body, context.success, context.status, context.props[CONSUME_CONTEXT_TYPE])
+                        for m in context.msg_list)
+
+    def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        for m in msgs:
+            if m.body == b"later" and m.body not in failed_once:
+                failed_once.add(m.body)
+                ctx.delay_level_when_next_consume = 1
+                return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = AsyncDefaultMQPushConsumer(group, client_config(remoting_cluster), enable_msg_trace=True,
+                                          consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener)
+    consumer.register_consume_message_hook(Recorder())
+    await consumer.start()
+    try:
+        ok_id, later_id = await send(remoting_cluster, topic, [b"ok", b"later"])
+        await wait_for(lambda: sum(1 for s in seen if s[0] == "after") == 3, timeout=30, what="three tries")
+    finally:
+        await consumer.shutdown()  # writes the queued trace records
+    assert [s for s in seen if s[1] == b"ok"] == [("before", b"ok", False, "", ""),
+                                                  ("after", b"ok", True, "CONSUME_SUCCESS", "SUCCESS")]
+    assert [s for s in seen if s[1] == b"later"] == [
+        ("before", b"later", False, "", ""), ("after", b"later", False, "RECONSUME_LATER", "FAILED"),
+        ("before", b"later", False, "", ""), ("after", b"later", True, "CONSUME_SUCCESS", "SUCCESS")]
+
+    def records() -> list:
+        return [r for t in traces for r in decode(t.body.decode())
+                if r.msg_id in (ok_id, later_id) and r.type in (TraceType.SUB_BEFORE, TraceType.SUB_AFTER)]
+    deadline = time.monotonic() + 20
+    while True:
+        traces = await pull_all(remoting_cluster, RMQ_SYS_TRACE_TOPIC, 1)
+        if len(records()) >= 6 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.3)
+    got = records()
+    assert len(got) == 6, got
+    assert all(r.group == group for r in got)
+    ok = [r for r in got if r.msg_id == ok_id]
+    later = [r for r in got if r.msg_id == later_id]
+    assert sorted(r.type for r in ok) == sorted([TraceType.SUB_BEFORE, TraceType.SUB_AFTER])
+    befores = sorted((r for r in later if r.type == TraceType.SUB_BEFORE), key=lambda r: r.retry_times)
+    assert [r.retry_times for r in befores] == [0, 1]
+    afters = [r for r in later if r.type == TraceType.SUB_AFTER]
+    assert sorted((r.success, r.context_code) for r in afters) == [(False, ContextCode.FAILED),
+                                                                   (True, ContextCode.SUCCESS)]
+    # each SubAfter answers its SubBefore's request id
+    assert {r.request_id for r in afters} == {r.request_id for r in befores} and len(befores[0].request_id) > 0
