@@ -256,6 +256,7 @@ class FakeConsumer:
         self.dlq: list[bytes] = []
         self.fail_send_back = 0
         self.max_times = 2
+        self.consume_message_hooks: list[Any] = []
 
     async def send_message_back(self, m: MessageExt, delay: int, broker_name: str | None,
                                 mq: MessageQueueRef | None = None) -> None:
