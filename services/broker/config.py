@@ -117,6 +117,22 @@ class BrokerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys (authentic
     # A new POP group starts at a queue's first message only while it is still in memory
     # (PopMessageProcessor#getInitOffset); otherwise at the last one.
     init_pop_offset_by_check_msg_in_mem: bool = True
+    # PopBufferMergeService (services/broker/pop/buffer_merge.py): hold non-orderly checkpoints
+    # in memory and match acks there, so a batch acked in time never touches the revive topic;
+    # the pop offset is committed only once every earlier checkpoint is acked or stored. Off, as upstream.
+    enable_pop_buffer_merge: bool = False
+    # A buffered checkpoint is written to the revive topic this long after its pop (ms) ...
+    pop_ck_stay_buffer_time: int = 10_000
+    # ... or when its revive time is this close (ms); a pop this close to it is not buffered.
+    pop_ck_stay_buffer_time_out: int = 3_000
+    # Checkpoints held at once; past it a pop's checkpoint is written at once.
+    pop_ck_max_buffer_size: int = 200_000
+    # Uncommitted checkpoints per topic@group@queueId before new ones are written at once.
+    pop_ck_offset_max_queue_size: int = 20_000
+    # The buffered acks of a flushed checkpoint are written as one BatchAckMsg instead of one AckMsg each.
+    enable_pop_batch_ack: bool = False
+    # Log every buffered checkpoint, ack, flush and offset commit at INFO (the POP buffer only).
+    enable_pop_log: bool = False
     # -- controller mode (services/broker/ha/replicas_manager.py; upstream's BrokerConfig keys) --
     enable_controller_mode: bool = False
     # "a:p;b:p", or "domain:port" resolved to every address when fetchControllerAddrByDnsLookup.

@@ -2,8 +2,10 @@
 
 An ack of a normal handle is an AckMsg (BatchAckMsg for a batch) appended to the revive queue
 the handle names; the revive service matches it with the checkpoint, so an acked message is
-never revived, even across a restart. An ack of an orderly handle (reviveQid 999) goes to
-ConsumerOrderInfoManager instead and moves the group's offset once the whole batch is acked.
+never revived, even across a restart. With enablePopBufferMerge an ack of a checkpoint still
+held in memory only sets its bit there (buffer_merge.py). An ack of an orderly handle (reviveQid
+999) goes to ConsumerOrderInfoManager instead and moves the group's offset once the whole batch
+is acked.
 As upstream, acking a handle whose message is already revived or acked is harmless (SUCCESS);
 an offset outside the queue answers NO_MESSAGE.
 """
@@ -65,7 +67,9 @@ class AckMessageProcessor:
         self._check_revive_qid(info.revive_qid)
         ack = AckMsg(ack_offset=offset, start_offset=info.ck_queue_offset, consumer_group=group, topic=topic,
                      queue_id=queue_id, pop_time=info.pop_time, broker_name=info.broker_name)
-        if not await self.pop.revive_log.append_ack(ack, info.revive_qid, info.invisible_time):
+        # Matched with its buffered checkpoint in memory (PopBufferMergeService#addAk), else written.
+        if not self.pop.buffer_merge.add_ack(info.revive_qid, ack) \
+                and not await self.pop.revive_log.append_ack(ack, info.revive_qid, info.invisible_time):
             return request.response_to(ResponseCode.SYSTEM_ERROR, "append ack to the revive log failed")
         self.pop.recent_acks.add(((ack, info.invisible_time),), self.broker.now_ms())
         return request.response_to(ResponseCode.SUCCESS, None)
@@ -80,16 +84,18 @@ class AckMessageProcessor:
         # The acks' records are written together once the entries are checked (one store call),
         # and before anything else happens: an orderly entry, an error, the response.
         pending: list[tuple[AckMsg, int, int]] = []
+        merged: list[tuple[AckMsg, int]] = []  # matched with buffered checkpoints, written by nobody
         try:
-            response = await self._batch_ack(request, channel, broker_name, acks, pending)
+            response = await self._batch_ack(request, channel, broker_name, acks, pending, merged)
         except RequestError:
             if pending and not await self.pop.revive_log.append_acks(pending):
                 return self._append_failed(request)
             raise
         if pending and not await self.pop.revive_log.append_acks(pending):
             return self._append_failed(request)
-        self.pop.recent_acks.add(((ack, invisible_time) for ack, _qid, invisible_time in pending),
-                                 self.broker.now_ms())
+        recent = [(ack, invisible_time) for ack, _qid, invisible_time in pending]
+        recent.extend(merged)
+        self.pop.recent_acks.add(recent, self.broker.now_ms())
         return response
 
     @staticmethod
@@ -97,13 +103,15 @@ class AckMessageProcessor:
         return request.response_to(ResponseCode.SYSTEM_ERROR, "append batch ack to the revive log failed")
 
     async def _batch_ack(self, request: RemotingCommand, channel: Any, broker_name: str | None,
-                         acks: list[BatchAck], pending: list[tuple[AckMsg, int, int]]) -> RemotingCommand:
+                         acks: list[BatchAck], pending: list[tuple[AckMsg, int, int]],
+                         merged: list[tuple[AckMsg, int]]) -> RemotingCommand:
         broker = self.broker
         client = broker.remote_addr(channel)
         select_topic_config = broker.topic_config_manager.select_topic_config
         default_broker_name = broker_name or broker.config.broker_name
         store = broker.message_store
         revive_queue_num = self.pop.revive_queue_num()
+        merge = self.pop.buffer_merge
         for back in acks:
             try:
                 topic = real_topic(back.topic, back.consumer_group, back.retry)
@@ -131,9 +139,12 @@ class AckMessageProcessor:
                 continue
             if not 0 <= back.revive_queue_id < revive_queue_num:
                 self._check_revive_qid(back.revive_queue_id)  # raises, naming the queue count
-            pending.append((BatchAckMsg(-1, start, back.consumer_group, topic, back.queue_id, back.pop_time,
-                                        default_broker_name, offsets),
-                            back.revive_queue_id, back.invisible_time))
+            msg = BatchAckMsg(-1, start, back.consumer_group, topic, back.queue_id, back.pop_time,
+                              default_broker_name, offsets)
+            if merge.add_ack(back.revive_queue_id, msg):
+                merged.append((msg, back.invisible_time))
+            else:
+                pending.append((msg, back.revive_queue_id, back.invisible_time))
         return request.response_to(ResponseCode.SUCCESS, None)
 
     def _check_revive_qid(self, revive_qid: int) -> None:

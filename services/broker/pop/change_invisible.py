@@ -72,7 +72,9 @@ class ChangeInvisibleTimeProcessor:
             return request.response_to(ResponseCode.SYSTEM_ERROR, "append checkpoint to the revive log failed")
         ack = AckMsg(ack_offset=offset, start_offset=info.ck_queue_offset, consumer_group=group, topic=topic,
                      queue_id=queue_id, pop_time=info.pop_time, broker_name=info.broker_name)
-        if not await self.pop.revive_log.append_ack(ack, info.revive_qid, info.invisible_time):
+        # The old handle's ack meets its buffered checkpoint in memory when it is there (#addAk).
+        if not self.pop.buffer_merge.add_ack(info.revive_qid, ack) \
+                and not await self.pop.revive_log.append_ack(ack, info.revive_qid, info.invisible_time):
             log.warning("ack of the old handle failed after changing invisible time, %s", ack.unique_id())
         return request.response_to(ResponseCode.SUCCESS, None,
                                    ext(popTime=now, invisibleTime=invisible_time, reviveQid=info.revive_qid))

@@ -1,7 +1,8 @@
 """PopConfig: the BrokerConfig keys of POP, with RocketMQ's defaults.
 
 ``PopConfig.from_broker_config`` takes those BrokerConfig carries (``revive_interval``,
-``pop_from_retry_probability``, ``max_pop_polling_size``, ``init_pop_offset_by_check_msg_in_mem``)
+``pop_from_retry_probability``, ``max_pop_polling_size``, ``init_pop_offset_by_check_msg_in_mem``,
+the PopBufferMergeService keys ``enable_pop_buffer_merge``, ``pop_ck_*``, ``enable_pop_batch_ack``, ``enable_pop_log``)
 and keeps the defaults for the internal knobs broker.conf does not name.
 """
 
@@ -30,6 +31,14 @@ class PopConfig:
     max_pop_polling_size: int = 100_000
     # A new group starts at a queue's first message only while it is in memory (initPopOffsetByCheckMsgInMem).
     init_pop_offset_by_check_msg_in_mem: bool = True
+    # PopBufferMergeService (buffer_merge.py): enablePopBufferMerge and its limits, as BrokerConfig's.
+    enable_pop_buffer_merge: bool = False
+    pop_ck_stay_buffer_time: int = 10_000
+    pop_ck_stay_buffer_time_out: int = 3_000
+    pop_ck_max_buffer_size: int = 200_000
+    pop_ck_offset_max_queue_size: int = 20_000
+    enable_pop_batch_ack: bool = False
+    enable_pop_log: bool = False
     # Revive-log records read per batch.
     revive_batch_size: int = 32
     # consumerOrderInfo.json write period when it changed.

@@ -8,9 +8,10 @@ through ``brokerController.getMessageStore()`` / ``getConsumerOffsetManager()``;
 methods named here do work of their own (get/put count the broker's stats and metrics).
 
 The POP state objects (ConsumerOrderInfoManager, QueueLockManager, RecentAcks,
-PopLongPollingService, ReviveLogWriter) are in-memory classes of this package: the views name
-those classes, and a test builds the real ones. The views are runtime-checkable only so that
-test_pop_interfaces.py can hold the real objects and the fakes to them; no helper checks them.
+PopLongPollingService, ReviveLogWriter, PopBufferMergeService) are in-memory classes of this
+package: the views name those classes, and a test builds the real ones. The views are
+runtime-checkable only so that test_pop_interfaces.py can hold the real objects and the fakes to
+them; no helper checks them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from orbitmq.common.subscription_group import SubscriptionGroupConfig
     from orbitmq.common.topic_config import TopicConfig
 
+    from .buffer_merge import PopBufferMergeService
     from .config import PopConfig
     from .long_polling import PopLongPollingService
     from .order_info import ConsumerOrderInfoManager
@@ -212,6 +214,24 @@ class ReviveLogPop(Protocol):
 
 
 @runtime_checkable
+class BufferMergeBroker(ReviveLogBroker, Protocol):
+    """PopBufferMergeService (buffer_merge.py): commits pop offsets, drops deleted topics' queues."""
+
+    consumer_offset_manager: OffsetTable
+    topic_config_manager: TopicConfigs
+
+
+@runtime_checkable
+class BufferMergePop(Protocol):
+    """PopBufferMergeService's view of PopService."""
+
+    broker: BufferMergeBroker
+    config: PopConfig
+    queue_locks: QueueLockManager
+    revive_log: ReviveLogWriter
+
+
+@runtime_checkable
 class AckPathsPop(Protocol):
     """What the ACK and CHANGE_INVISIBLETIME processors both use of PopService."""
 
@@ -219,6 +239,7 @@ class AckPathsPop(Protocol):
     order_info: ConsumerOrderInfoManager
     revive_log: ReviveLogWriter
     recent_acks: RecentAcks
+    buffer_merge: PopBufferMergeService
 
     def revive_queue_num(self) -> int: ...
 
@@ -262,6 +283,7 @@ class PopProcessorPop(Protocol):
     order_info: ConsumerOrderInfoManager
     revive_log: ReviveLogWriter
     long_polling: PopLongPollingService
+    buffer_merge: PopBufferMergeService
 
     def revive_queue_num(self) -> int: ...
 

@@ -3,7 +3,9 @@
 A pop walks the topic's queues from a random one (or the one asked for), and, with
 RocketMQ's probability, the group's pop retry topic first or last. For every queue it takes
 the queue lock, reads from the group's pop offset, writes a checkpoint for what it read into
-the revive log and only then moves the pop offset, so a crash never loses a handed-out message.
+the revive log and only then moves the pop offset, so a crash never loses a handed-out message
+(with enablePopBufferMerge the checkpoint waits in PopBufferMergeService, which moves the offset
+once the batch is acked or written: buffer_merge.py).
 An orderly pop writes no checkpoint: ConsumerOrderInfoManager blocks the queue until the batch
 is acked or its invisible time passes, and the offset moves on ack. An empty pop parks in
 PopLongPollingService until a message arrives or pollTime ends (POLLING_TIMEOUT); one woken
@@ -304,8 +306,15 @@ class PopMessageProcessor:
                     return
             elif result.status in (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.OFFSET_FOUND_NULL,
                                    GetMessageStatus.MESSAGE_WAS_REMOVING) and result.next_begin_offset > offset:
-                # Nothing this consumer wants before next_begin_offset: skip it for good.
-                broker.consumer_offset_manager.commit_offset(group, topic, queue_id, result.next_begin_offset, client)
+                # Nothing this consumer wants before next_begin_offset: skip it for good (behind
+                # the buffered checkpoints while buffer merge is on: PopBufferMergeService#addCkMock).
+                if not header.order and pop.buffer_merge.enabled:
+                    pop.buffer_merge.add_ck_mock(group, topic, queue_id, offset, header.invisible_time,
+                                                 batch.pop_time, batch.revive_qid, result.next_begin_offset,
+                                                 broker.config.broker_name, client)
+                else:
+                    broker.consumer_offset_manager.commit_offset(group, topic, queue_id, result.next_begin_offset,
+                                                                 client)
             batch.rest_num += max(0, result.max_offset - result.next_begin_offset)
         finally:
             pop.queue_locks.unlock(lock_key)
@@ -334,9 +343,18 @@ class PopMessageProcessor:
                                num=len(offsets), queue_id=queue_id, topic=topic, cid=group,
                                broker_name=broker.config.broker_name,
                                queue_offset_diff=[o - offset for o in offsets])
-            if not await pop.revive_log.append_checkpoint(ck, batch.revive_qid):
-                return False
-            broker.consumer_offset_manager.commit_offset(group, topic, queue_id, result.next_begin_offset, client)
+            merge = pop.buffer_merge
+            if merge.enabled:
+                # PopMessageProcessor#appendCheckPoint: buffered, or written now; either way the
+                # offset is committed by the buffer once nothing before it lives only in memory.
+                if not merge.add_ck(ck, batch.revive_qid, result.next_begin_offset):
+                    if not await pop.revive_log.append_checkpoint(ck, batch.revive_qid):
+                        return False
+                    merge.add_ck_just_offset(ck, batch.revive_qid, result.next_begin_offset, client)
+            else:
+                if not await pop.revive_log.append_checkpoint(ck, batch.revive_qid):
+                    return False
+                broker.consumer_offset_manager.commit_offset(group, topic, queue_id, result.next_begin_offset, client)
         batch.start_offset_info.append(extra_info.start_offset_item(topic, queue_id, offset))
         batch.msg_offset_info.append(extra_info.msg_offset_item(topic, queue_id, offsets))
         broker_name = broker.config.broker_name

@@ -20,6 +20,7 @@ from orbitmq.common.extra_info import build_pop_retry_topic
 from orbitmq.remoting.codes import ResponseCode
 
 from .ack_processor import AckMessageProcessor
+from .buffer_merge import PopBufferMergeService
 from .change_invisible import ChangeInvisibleTimeProcessor
 from .config import PopConfig
 from .long_polling import PopLongPollingService
@@ -50,6 +51,8 @@ class PopService:
         self.revive_log = ReviveLogWriter(self)
         # acked handles a change of invisible time must not revive (recent_acks.py)
         self.recent_acks = RecentAcks()
+        # checkpoints held in memory while enablePopBufferMerge (buffer_merge.py)
+        self.buffer_merge = PopBufferMergeService(self)
         self.pop_processor = PopMessageProcessor(self)
         self.ack_processor = AckMessageProcessor(self)
         self.change_invisible_processor = ChangeInvisibleTimeProcessor(self)
@@ -71,6 +74,7 @@ class PopService:
         self.long_polling.start()
         self.broker.message_store.add_arrival_listener(self.long_polling.arrival_listener)
         await self.revive_service.start()
+        await self.buffer_merge.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="ConsumerOrderInfoPersist")
         self._started = True
 
@@ -79,6 +83,8 @@ class PopService:
             return
         self._started = False
         self.long_polling.shutdown()
+        # Before the revive service stops: the buffer writes its open checkpoints and commits offsets.
+        await self.buffer_merge.shutdown()
         await self.revive_service.shutdown()
         await cancel_and_wait(self._persist_task)
         self._persist_task = None
@@ -110,12 +116,16 @@ class PopService:
         return tc.write_queue_nums
 
     def peek_pop_offset(self, topic: str, group: str, queue_id: int) -> int:
-        """The pop offset without initialising it (NotificationProcessor.getPopOffset)."""
+        """The pop offset without initialising it (NotificationProcessor.getPopOffset), past the
+        buffered checkpoints whose offsets are not committed yet."""
         offset = self.broker.consumer_offset_manager.query_offset(group, topic, queue_id)
-        return offset if offset >= 0 else self.broker.message_store.get_min_offset_in_queue(topic, queue_id)
+        if offset < 0:
+            offset = self.broker.message_store.get_min_offset_in_queue(topic, queue_id)
+        return max(offset, self.buffer_merge.latest_offset(topic, group, queue_id))
 
     def get_pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, client: str) -> int:
-        """The pop offset, initialised and committed for a new group; a server-side reset wins."""
+        """The pop offset, initialised and committed for a new group; a server-side reset wins,
+        else the offset after the buffered checkpoints (PopMessageProcessor#getPopOffset)."""
         com = self.broker.consumer_offset_manager
         offset = com.query_offset(group, topic, queue_id)
         if offset < 0:
@@ -126,9 +136,10 @@ class PopService:
         if reset is not None:
             self.order_info.clear_block(topic, group, queue_id)
             self.order_info_changed()
+            self.buffer_merge.clear_offset_queue(topic, group, queue_id)
             com.commit_offset(group, topic, queue_id, reset, "ResetPopOffset")
             return reset
-        return offset
+        return max(offset, self.buffer_merge.latest_offset(topic, group, queue_id))
 
     def has_message(self, topic: str, group: str, queue_id: int, order: bool, attempt_id: str | None) -> bool:
         """Is anything waiting for this group (NotificationProcessor.hasMsgFromQueue, all queues)?"""

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from orbitmq.broker.pop.buffer_merge import PopBufferMergeService
 from orbitmq.broker.pop.config import PopConfig
 from orbitmq.broker.pop.long_polling import PopLongPollingService
 from orbitmq.broker.pop.order_info import ConsumerOrderInfoManager
@@ -176,6 +177,7 @@ class FakePop:
         self.long_polling = PopLongPollingService()
         self.revive_log = ReviveLogWriter(self)
         self.recent_acks = RecentAcks()
+        self.buffer_merge = PopBufferMergeService(self)  # off unless a test sets enable_pop_buffer_merge
         self.order_info_changes = 0
 
     def revive_queue_num(self) -> int:

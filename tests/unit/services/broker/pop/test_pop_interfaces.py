@@ -14,8 +14,10 @@ from tests.support.broker import in_process_broker
 if TYPE_CHECKING:
     from conftest import PopEnv  # the fixture's fakes (this folder's conftest.py)
 
-BROKER_VIEWS = (i.PopBroker, i.ReviveBroker, i.ReviveLogBroker, i.DeadLetterBroker, i.NotificationBroker)
-POP_VIEWS = (i.RevivePop, i.ReviveLogPop, i.AckPop, i.ChangeInvisiblePop, i.NotificationPop, i.PopProcessorPop)
+BROKER_VIEWS = (i.PopBroker, i.ReviveBroker, i.ReviveLogBroker, i.DeadLetterBroker, i.NotificationBroker,
+                i.BufferMergeBroker)
+POP_VIEWS = (i.RevivePop, i.ReviveLogPop, i.AckPop, i.ChangeInvisiblePop, i.NotificationPop, i.PopProcessorPop,
+             i.BufferMergePop)
 
 
 def _missing(obj: object, views: tuple[type, ...]) -> list[str]:
