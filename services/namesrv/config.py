@@ -44,6 +44,10 @@ class NamesrvConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys: orbitmq.
     wait_seconds_for_service: int = 45
     delete_topic_with_broker_registration: bool = False
     config_black_list: str = "configBlackList;configStorePath;kvConfigPath"
+    # Cluster-test mode (services/namesrv/cluster_test.py): routes of topics unknown here come from
+    # the NameServers of the product environment named productEnvName.
+    cluster_test: bool = False
+    product_env_name: str = "center"
     # run a ControllerManager in this process (its keys: orbitmq.controller.config.NamesrvControllerConfig)
     enable_controller_in_namesrv: bool = False
     # NettyServerConfig keys

@@ -16,6 +16,7 @@ from orbitmq.common import atomic_file
 from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.atomic_file import NewestSnapshotWriter
 from orbitmq.common.metrics import Source, hub, metrics_enabled
+from orbitmq.namesrv.cluster_test import ProductEnvRoutes
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.kvconfig import KVConfigManager
 from orbitmq.namesrv.metrics import NamesrvMetrics
@@ -32,6 +33,10 @@ from orbitmq.remoting.tls import client_ssl_context
 log = logging.getLogger("orbitmq.namesrv")
 
 SCAN_INITIAL_DELAY_MS = 5000
+# NamesrvController#startScheduleService: the KV table goes to the log 1 minute after start,
+# then every 10 minutes.
+KV_PRINT_INITIAL_DELAY_S = 60.0
+KV_PRINT_INTERVAL_S = 600.0
 
 
 class NamesrvController:
@@ -42,6 +47,12 @@ class NamesrvController:
                                                    notify_min_broker_id=self._notify_min_broker_id_changed)
         self.remoting_client = RemotingClient()
         self.remoting_client.ssl_context = client_ssl_context(self.config)  # tls.enable (calls to brokers)
+        # clusterTest: routes of topics unknown here come from the product environment. Upstream
+        # 5.x makes ClusterTestRequestProcessor the default processor, which answers every request
+        # code as GET_ROUTEINFO_BY_TOPIC (so brokers cannot register); OrbitMQ keeps 4.x's
+        # behaviour, where only the route lookup changes.
+        self.product_env_routes: ProductEnvRoutes | None = (
+            ProductEnvRoutes(self.config.product_env_name, self.remoting_client) if self.config.cluster_test else None)
         self.processor = DefaultRequestProcessor(self)
         self.remoting_server = RemotingServer(self.config.bind_address, self.config.listen_port,
                                               **server_limits(self.config))
@@ -49,6 +60,7 @@ class NamesrvController:
         install_bootstrap_guard(self.remoting_server, self.config)
         install_signing(self.remoting_client, self.config.inner_credentials())
         self._scan_task: asyncio.Task[None] | None = None
+        self._kv_print_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._started = False
         # UPDATE_NAMESRV_CONFIG writes run on worker threads; two quick updates must not finish
@@ -88,6 +100,10 @@ class NamesrvController:
             periodic(self._scan_interval, self.route_info_manager.scan_not_active_broker, what="scanNotActiveBroker",
                      initial_delay=min(SCAN_INITIAL_DELAY_MS / 1000, interval)),
             name="NSScanScheduledThread")
+        self._kv_print_task = asyncio.create_task(
+            periodic(KV_PRINT_INTERVAL_S, self.kv_config_manager.print_all_periodically, what="printAllPeriodically",
+                     initial_delay=KV_PRINT_INITIAL_DELAY_S),
+            name="NSScheduledThread")
         self._started = True
 
     async def shutdown(self) -> None:
@@ -95,7 +111,8 @@ class NamesrvController:
             return
         self._started = False
         await cancel_and_wait(self._scan_task)
-        self._scan_task = None
+        await cancel_and_wait(self._kv_print_task)
+        self._scan_task = self._kv_print_task = None
         await self.remoting_server.close()
         await self.remoting_client.close()
         if self._background:

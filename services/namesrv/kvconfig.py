@@ -68,6 +68,15 @@ class KVConfigManager:
         table = self.config_table.get(namespace)
         return KVTable(dict(table)).encode() if table is not None else None
 
+    def print_all_periodically(self) -> None:
+        """KVConfigManager#printAllPeriodically: every entry in the log, every 10 minutes, so the
+        NameServer log alone shows what the KV table held at any time."""
+        log.info("--------------------------------------------------------")
+        log.info("configTable SIZE: %d", len(self.config_table))
+        for namespace, table in self.config_table.items():
+            for key, value in table.items():
+                log.info("configTable NS: %s Key: %s Value: %s", namespace, key, value)
+
     def encode(self) -> bytes:
         return json.dumps({"configTable": self.config_table}, indent=1, ensure_ascii=False).encode("utf-8")
 

@@ -273,6 +273,11 @@ class DefaultRequestProcessor:
             log.warning("name server not ready. request code %s ", request.code)
             return request.response_to(ResponseCode.SYSTEM_ERROR, "name server not ready")
         route: TopicRouteData | None = self.routes.pickup_topic_route_data(header.topic)
+        if route is None and self.controller.product_env_routes is not None:
+            # clusterTest=true (services/namesrv/cluster_test.py): ask the product environment.
+            body = await self.controller.product_env_routes.route_body(header.to_ext_fields())
+            if body is not None:
+                return self._ok(request, body)
         if route is None:
             return request.response_to(
                 ResponseCode.TOPIC_NOT_EXIST,

@@ -37,11 +37,11 @@ def start_namesrv(runner: ProcessRunner, *overrides: str, kv_path: Path | None =
 
 
 async def astart_namesrv(runner: ProcessRunner, *overrides: str, kv_path: Path | None = None,
-                         name: str | None = None) -> tuple[ManagedProcess, str]:
-    """``start_namesrv`` for async tests."""
+                         name: str | None = None, env: dict[str, str] | None = None) -> tuple[ManagedProcess, str]:
+    """``start_namesrv`` for async tests; ``env`` adds to this one process's environment."""
     port = free_port()
     proc = await runner.astart("namesrv", _namesrv_args(runner, port, overrides, kv_path), ready_port=port,
-                               ready_text=NAMESRV_BOOT_TEXT, name=name)
+                               ready_text=NAMESRV_BOOT_TEXT, name=name, env=env)
     return proc, f"127.0.0.1:{port}"
 
 
