@@ -45,7 +45,7 @@ INNER = {"accessKey": "inner", "secretKey": "inner-secret"}
 CLUSTER = "DefaultCluster"
 # Every broker set: short delay levels (retries in seconds) and transaction checks, trace topic on.
 BROKER_KEYS = {**CLUSTER_BROKER_KEYS, "messageDelayLevel": "1s 1s 1s", "transactionCheckInterval": 1000,
-               "transactionTimeOut": 1000, "traceTopicEnable": "true", "enablePropertyFilter": "true"}
+               "transactionTimeOut": 3000, "traceTopicEnable": "true", "enablePropertyFilter": "true"}
 AUTH_KEYS = {"authenticationEnabled": "true", "authorizationEnabled": "true",
              "initAuthenticationUser": json.dumps(ADMIN), "innerClientAuthenticationCredentials": json.dumps(INNER)}
 JVM_TIMEOUT = 240

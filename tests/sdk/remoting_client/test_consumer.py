@@ -209,10 +209,11 @@ async def test_reconsume_later_retries_then_dead_letter(remoting_cluster: Remoti
         await wait_for(lambda: len(attempts) >= 3, timeout=30, what="three deliveries")
         deadline = time.monotonic() + 15
         while await _dlq_count(remoting_cluster, group) < 1:
-            assert time.monotonic() < deadline, "the message never reached the DLQ"
+            assert time.monotonic() < deadline, f"the message never reached the DLQ; deliveries {attempts}"
             await asyncio.sleep(0.2)
         await asyncio.sleep(1.5)
-        assert attempts == [0, 1, 2]  # first delivery, two retries, then %DLQ%group
+        # First delivery, two retries, then %DLQ%group.
+        assert attempts == [0, 1, 2], f"reconsume times of the deliveries: {attempts}"
     finally:
         await consumer.shutdown()
 
