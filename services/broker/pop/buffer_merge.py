@@ -49,6 +49,11 @@ FULL_COMMIT_SCAN_MS = 1000
 # Offset queues unused this long are dropped (PopBufferMergeService#scanGarbage's 5 minutes).
 GARBAGE_AGE_MS = 5 * 60 * 1000
 GARBAGE_SCAN_MS = 30_000
+# How long shutdown waits for a scan in progress; how often a slave looks at its role again; the
+# pause after a failed scan (upstream's 3 s).
+SHUTDOWN_WAIT_SECONDS = 10.0
+SLAVE_CHECK_SECONDS = 1.0
+ERROR_PAUSE_SECONDS = 3.0
 # Not stored yet / its put in flight (PopCheckPointWrapper#reviveQueueOffset: -1, Long.MAX_VALUE).
 NOT_STORED = -1
 STORING = 2**63 - 1
@@ -124,6 +129,7 @@ class PopBufferMergeService:
         self._next_full_scan = 0
         self._next_garbage_scan = 0
         self.serving = True
+        self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
 
@@ -137,6 +143,7 @@ class PopBufferMergeService:
         if not self.enabled or self._task is not None:
             return
         self.serving = True
+        self._stopping = False
         self._kick = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name="PopBufferMergeService")
 
@@ -145,9 +152,18 @@ class PopBufferMergeService:
         (PopBufferMergeService#run after it stopped serving), before the broker persists them."""
         if self._task is None:
             return
-        await cancel_and_wait(self._task)
+        # Let a scan in progress finish its puts rather than cancel one half done.
+        self._stopping = True
+        self._kick.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), SHUTDOWN_WAIT_SECONDS)
+        except TimeoutError:
+            await cancel_and_wait(self._task)
         self._task = None
         self.serving = False
+        for wrapper in self.buffer.values():
+            if wrapper.revive_offset == STORING and not wrapper.ck_stored:
+                wrapper.revive_offset = NOT_STORED  # its put was cancelled: written again (revive dedups)
         if not self._is_master():
             self.clear()
             return
@@ -174,21 +190,22 @@ class PopBufferMergeService:
 
     async def _run(self) -> None:
         interval = SCAN_INTERVAL_MS / 1000.0
-        while True:
+        while not self._stopping:
+            wait = interval
             try:
-                if not self._is_master():
+                if self._is_master():
+                    await self.scan()
+                else:
                     self.clear()
-                    await asyncio.sleep(interval * 1000)
-                    continue
-                await self.scan()
-            except asyncio.CancelledError:
-                raise
+                    wait = SLAVE_CHECK_SECONDS
             except Exception:
                 log.exception("PopBufferMergeService scan failed")
-                await asyncio.sleep(3)
+                wait = ERROR_PAUSE_SECONDS
+            if self._stopping:
+                break
             self._kick.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), interval)
+                await asyncio.wait_for(self._kick.wait(), wait)
 
     # ---- the pop path -----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ memory alone -- while consecutive pops still read on from the buffer's latest of
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 import pytest
@@ -319,3 +320,26 @@ async def test_buffer_merge_off_commits_at_pop_time(pop_env: PopEnv) -> None:
     await _ack(pop_env, msgs[0])
     assert [tag for tag, _ in _revive_log(pop_env)] == ["ck", "ack"]
     assert pop_env.pop.buffer_merge.offset_total_size() == 0
+
+
+async def test_an_ack_while_the_checkpoint_is_being_written_follows_it(env: PopEnv) -> None:
+    _send(env, 2)
+    msgs = await _pop(env)
+    writer = env.pop.revive_log
+    real_append = writer.append_checkpoint
+    release = asyncio.Event()
+
+    async def slow_append(ck: PopCheckPoint, revive_qid: int) -> bool:
+        await release.wait()
+        return await real_append(ck, revive_qid)
+
+    writer.append_checkpoint = slow_append  # type: ignore[method-assign]
+    env.broker.clock += env.pop.config.pop_ck_stay_buffer_time + 1
+    scan = asyncio.create_task(env.pop.buffer_merge.scan())
+    await asyncio.sleep(0)
+    await _ack(env, msgs[1])  # merged in memory: written after the checkpoint, never before it
+    assert _revive_log(env) == []
+    release.set()
+    await scan
+    assert [(tag, getattr(body, "ack_offset", None)) for tag, body in _revive_log(env)] == [("ck", None), ("ack", 1)]
+    assert _committed(env) == 2
