@@ -227,7 +227,8 @@ class BrokerController:
             self.config.listen_port = self.remoting_server.port
             await self._start_fast_server()
         store_host = (self.config.broker_ip1, self.config.listen_port)
-        self.message_store = MessageStore(self.store_config, store_host=store_host)
+        self.message_store = MessageStore(self.store_config, store_host=store_host,
+                                          enable_controller_mode=self.config.enable_controller_mode)
         self.message_store.add_arrival_listener(self.pull_request_hold_service.arrival_listener)
         await self.message_store.start()
         await self._start_ha_service()

@@ -152,9 +152,9 @@ class DefaultHAConnection:
         if mf is None:
             raise ProtocolError(f"CommitLog offset {start} is not on this master any more")
         pos = start - mf.file_from_offset
-        size = min(size, mf.wrote_position - pos)
+        size = min(size, mf.read_position - pos)  # committed bytes only (transient store pool)
         if size <= 0:
-            if mf.is_full():
+            if mf.read_position >= mf.file_size:
                 self.next_transfer_from_where = store.commit_log.roll_next_file(start)
                 return True
             return False

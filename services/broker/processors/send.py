@@ -185,6 +185,11 @@ class SendMessageProcessor:
             self.broker.register_processor(code, self.process)
 
     async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        store = self.broker.message_store
+        if store is not None and store.is_transient_store_pool_deficient():
+            # SendMessageProcessor#rejectRequest, answered as NettyRemotingAbstract does.
+            return request.response_to(ResponseCode.SYSTEM_BUSY,
+                                       "[REJECTREQUEST]system busy, start flow control for a while")
         header = parse_send_header(request)
         cfg = self.broker.config
         region = {_MSG_REGION: cfg.region_id, _TRACE_SWITCH: "true" if cfg.trace_on else "false"}

@@ -48,6 +48,11 @@ class SendBackProcessor:
         self.broker.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, self.process)
 
     async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        store = self.broker.message_store
+        if store is not None and store.is_transient_store_pool_deficient():
+            # Upstream's SendMessageProcessor serves this code too: its rejectRequest applies.
+            return request.response_to(ResponseCode.SYSTEM_BUSY,
+                                       "[REJECTREQUEST]system busy, start flow control for a while")
         f = Fields(request.ext_fields)
         offset = f.long("offset")
         group = f.str("group")

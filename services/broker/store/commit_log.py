@@ -41,6 +41,7 @@ from orbitmq.broker.store.model import (
     PutMessageStatus,
     put_ok_result,
 )
+from orbitmq.broker.store.transient_store_pool import TransientStorePool
 from orbitmq.common import speedups, sysflag
 from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
 from orbitmq.common.message import MessageConst, properties_to_string, string_to_properties
@@ -213,6 +214,7 @@ class CommitLog:
         config: MessageStoreConfig,
         store_host: tuple[str, int],
         checkpoint: StoreCheckpoint,
+        transient_store_pool: TransientStorePool | None = None,
     ) -> None:
         self.config = config
         self.checkpoint = checkpoint
@@ -221,8 +223,11 @@ class CommitLog:
                                       warm_flush_least_pages=config.flush_least_pages_when_warm_maped_file)
             if config.allocate_mapped_file_enable else None
         )
+        # Appends write into the pool's buffers and readers stop at the committed end
+        # (transient_store_pool.py); None writes straight into the segments' mappings.
+        self.transient_store_pool = transient_store_pool
         self.mapped_file_queue = MappedFileQueue(
-            config.commit_log_dir, config.mapped_file_size_commit_log, self.allocate_service
+            config.commit_log_dir, config.mapped_file_size_commit_log, self.allocate_service, transient_store_pool
         )
         self.file_size = config.mapped_file_size_commit_log
         # RocketMQ 5 (MessageExtEncoder): maxMessageSize limits the body; the record may use 64 KiB
@@ -456,7 +461,7 @@ class CommitLog:
             # A numeric field does not fit its Java type; nothing was written or counted.
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
-        mf.mm[pos : pos + total] = b"".join((header, body, topic_field, _SHORT.pack(lp), props_b))
+        mf.wbuf[pos : pos + total] = b"".join((header, body, topic_field, _SHORT.pack(lp), props_b))
         if key is not None:
             self.topic_queue_table[key] = qoff + 1
         mf.wrote_position = pos + total
@@ -615,7 +620,7 @@ class CommitLog:
                 base = mf.file_from_offset
                 first_logic = table.get(key, 0) if key is not None else 0
                 pos, qoff, msg_ids, offsets, requests = _write_uniform(
-                    mf.mm, start, base, recs, hs, topic, queue_id, sflag, born_ts, born_addr, born_port, now,
+                    mf.wbuf, start, base, recs, hs, topic, queue_id, sflag, born_ts, born_addr, born_port, now,
                     self.store_addr, self.store_port, reconsume, prepared, topic_field, self._store_id_prefix,
                     first_logic, key is not None, handoff is not None)
                 if key is not None:
@@ -694,10 +699,10 @@ class CommitLog:
              reconsume, prepared, body, tail, key, msg, props_s) = item
             if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
                 if parts:
-                    mf.mm[mf_start:pos] = b"".join(parts)
+                    mf.wbuf[mf_start:pos] = b"".join(parts)
                     parts = []
                 blank = file_size - pos
-                SIZE_MAGIC.pack_into(mf.mm, pos, blank, BLANK_MAGIC_CODE)
+                SIZE_MAGIC.pack_into(mf.wbuf, pos, blank, BLANK_MAGIC_CODE)
                 wrote_bytes += blank
                 mf.wrote_position = file_size
                 mf.store_timestamp = now
@@ -726,7 +731,7 @@ class CommitLog:
             pos += total
             wrote_bytes += total
         if parts:
-            mf.mm[mf_start:pos] = parts[0] if len(parts) == 1 else b"".join(parts)
+            mf.wbuf[mf_start:pos] = parts[0] if len(parts) == 1 else b"".join(parts)
         self._appended(mf, pos, now, handoff, requests, len(items), wrote_bytes)
         result = AppendMessageResult(
             AppendMessageStatus.PUT_OK, first_offset, wrote_bytes, ids[0] if len(ids) == 1 else ",".join(ids),
@@ -779,7 +784,7 @@ class CommitLog:
         if mf is None:
             return None
         pos = offset - mf.file_from_offset
-        if pos + 8 > mf.wrote_position or not mf.available:
+        if pos + 8 > mf.read_position or not mf.available:
             return None
         total, magic = SIZE_MAGIC.unpack_from(mf.mm, pos)
         if magic != MESSAGE_MAGIC_CODE or total <= 0:
@@ -792,7 +797,7 @@ class CommitLog:
         if mf is None or not mf.available:
             return -1
         pos = offset - mf.file_from_offset
-        if pos + FIXED_OVERHEAD_V4 > mf.wrote_position:
+        if pos + FIXED_OVERHEAD_V4 > mf.read_position:
             return -1
         try:
             (sflag,) = INT.unpack_from(mf.mm, pos + SYS_FLAG_POSITION)
@@ -944,7 +949,14 @@ class CommitLog:
             self.topic_queue_table.pop((topic, queue_id), None)
 
     def flush_all(self) -> None:
-        self.mapped_file_queue.flush_until(self.get_max_offset())
+        """Everything appended into the files (commit, with a pool) and onto the disk."""
+        mfq = self.mapped_file_queue
+        if self.transient_store_pool is not None:
+            mfq.commit_all()
+        mfq.flush_until(self.get_max_offset())
+
+    def remain_how_many_data_to_commit(self) -> int:
+        return self.mapped_file_queue.remain_how_many_data_to_commit() if self.transient_store_pool else 0
 
 
 def _invalid(size: int) -> DispatchRequest:

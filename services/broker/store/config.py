@@ -86,6 +86,16 @@ class MessageStoreConfig(ConfigBase):
     warm_commit_log_ahead_enable: bool = True
     warm_commit_log_ahead_max_size: int = 4 * 1024 * 1024
     warm_commit_log_ahead_interval: int = 20
+    # -- transient store pool (transient_store_pool.py; upstream MessageStoreConfig keys) --
+    # Appends go into a pooled, mlock'd write buffer per CommitLog segment; CommitRealTimeService
+    # copies them into the file every commitIntervalCommitLog ms and readers (dispatch, pulls, HA)
+    # only ever see what was copied. Honoured as DefaultMessageStore#isTransientStorePoolEnable
+    # decides in RocketMQ 5 (see MessageStoreConfig.transient_store_pool_effective).
+    transient_store_pool_enable: bool = False
+    transient_store_pool_size: int = 5
+    commit_interval_commit_log: int = 200
+    commit_commit_log_least_pages: int = 4
+    commit_commit_log_thorough_interval: int = 200
     # -- delay levels (used by orbitmq.broker.schedule; upstream MessageStoreConfig keys) --
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval: int = 10_000
@@ -145,7 +155,19 @@ class MessageStoreConfig(ConfigBase):
                              f"got {self.max_ha_transfer_byte_in_second}")
         if self.timer_max_delay_sec <= 0:
             raise ValueError(f"config key timerMaxDelaySec: must be positive, got {self.timer_max_delay_sec}")
+        if self.transient_store_pool_enable and self.transient_store_pool_size <= 0:
+            raise ValueError("config key transientStorePoolSize: must be positive with transientStorePoolEnable=true, "
+                             f"got {self.transient_store_pool_size}")
         self.store_path_root_dir = os.path.expanduser(self.store_path_root_dir)
+
+    def transient_store_pool_effective(self, enable_controller_mode: bool = False) -> bool:
+        """Whether the pool is used: DefaultMessageStore#isTransientStorePoolEnable in RocketMQ 5,
+        i.e. transientStorePoolEnable, and not a SLAVE unless in controller mode (where the role
+        can change at run time; a replica's appends then go straight to the file, see
+        MappedFile.append). RocketMQ 5 no longer requires ASYNC_FLUSH (4.x's
+        MessageStoreConfig#isTransientStorePoolEnable did): under SYNC_FLUSH a group commit
+        waits for the commit service, as upstream's GroupCommitService#doCommit does."""
+        return self.transient_store_pool_enable and (enable_controller_mode or self.broker_role != SLAVE)
 
     @property
     def commit_log_dir(self) -> str:

@@ -3,7 +3,8 @@
 FlushRealTimeService (ASYNC_FLUSH) flushes the CommitLog every flushIntervalCommitLog once
 flushCommitLogLeastPages pages are dirty, fully every flushCommitLogThoroughInterval.
 GroupCommitService (SYNC_FLUSH) serves waiting puts: all requests queued while a flush runs
-are answered by the next single flush. FlushConsumeQueueService flushes every ConsumeQueue and
+are answered by the next single flush. CommitRealTimeService (transientStorePoolEnable) copies
+the pool's write buffers into the files first; the flushers flush only what it committed. FlushConsumeQueueService flushes every ConsumeQueue and
 then the checkpoint. Completions go back to the waiter's event loop via call_soon_threadsafe.
 """
 
@@ -49,7 +50,8 @@ class FlushRealTimeService(ServiceThread):
         self.checkpoint = checkpoint
         self._last_thorough = 0
         self.warm_service: WarmAheadService | None = None
-        if config.warm_commit_log_ahead_enable:
+        # Not with a transient store pool: appends write into its buffers, never the mapping.
+        if config.warm_commit_log_ahead_enable and commit_log.transient_store_pool is None:
             self.warm_service = WarmAheadService(
                 commit_log.mapped_file_queue, commit_log.allocate_service,
                 config.warm_commit_log_ahead_max_size, config.warm_commit_log_ahead_interval,
@@ -95,6 +97,76 @@ class FlushRealTimeService(ServiceThread):
             self.checkpoint.physic_msg_timestamp = mfq.store_timestamp
 
 
+class CommitRealTimeService(ServiceThread):
+    """CommitLog$CommitRealTimeService: every commitIntervalCommitLog ms, copy what the appends
+    wrote into the pool buffers into the files once commitCommitLogLeastPages pages wait, all of
+    it every commitCommitLogThoroughInterval ms; wake the flusher after a commit that moved data.
+
+    A thread, as the flushers: the copy is a pwrite that releases the GIL. Readers (dispatch,
+    pulls, HA transfer) see a record only once it is committed, so this is also how fast
+    consumers and replicas see new messages.
+    """
+
+    name = "CommitRealTimeService"
+
+    def __init__(self, commit_log: CommitLog, config: MessageStoreConfig,
+                 wake_flush: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.commit_log = commit_log
+        self.config = config
+        self.wake_flush = wake_flush
+        # From start-up (upstream: 0): nothing is pending then, and a first pass racing the
+        # first appends would otherwise commit them all at once whatever the thresholds.
+        self.last_commit_ms = _now_ms()
+
+    def wakeup_on_put(self, now_ms: int) -> None:
+        """After an append (upstream's wakeCommitWhenPutMessage, on by default): wake the thread
+        only when its next pass would commit (enough pages wait, or a thorough commit is due).
+        Upstream wakes it on every put; here each wake costs the event loop a GIL hand-off,
+        so a pass that would find too little to commit is not started."""
+        if self._wake.is_set():
+            return
+        cfg = self.config
+        if now_ms < self.last_commit_ms + cfg.commit_commit_log_thorough_interval:
+            files = self.commit_log.mapped_file_queue.mapped_files
+            if not files:
+                return
+            mf = files[-1]
+            if (mf.wrote_position // 4096) - (mf.committed_position // 4096) < cfg.commit_commit_log_least_pages:
+                return
+        self._wake.set()
+
+    def commit_once(self) -> bool:
+        """One pass; True when data was committed."""
+        cfg = self.config
+        least = cfg.commit_commit_log_least_pages
+        begin = _now_ms()
+        if begin >= self.last_commit_ms + cfg.commit_commit_log_thorough_interval:
+            self.last_commit_ms = begin
+            least = 0
+        if self.commit_log.mapped_file_queue.commit(least):
+            return False
+        end = _now_ms()
+        self.last_commit_ms = end  # "result = false means some data committed"
+        if self.wake_flush is not None:
+            self.wake_flush()
+        if end - begin > 500:
+            log.info("Commit data to file costs %d ms", end - begin)
+        return True
+
+    def run(self) -> None:
+        while not self._stopped:
+            try:
+                self.commit_once()
+            except Exception:
+                log.exception("%s pass failed", self.name)
+            self.wait_for_running(self.config.commit_interval_commit_log / 1000)
+        mfq = self.commit_log.mapped_file_queue
+        for _ in range(RETRY_TIMES_OVER):
+            if mfq.commit(0):
+                break
+
+
 class _Request:
     __slots__ = ("next_offset", "future", "loop")
 
@@ -119,6 +191,8 @@ class GroupCommitService(ServiceThread):
         self.checkpoint = checkpoint
         self._lock = threading.Lock()
         self._requests_write: list[_Request] = []
+        # With a transient store pool: wakes CommitRealTimeService while a request waits.
+        self.wake_commit: Callable[[], None] | None = None
 
     def put_request(self, next_offset: int, future: asyncio.Future, loop: asyncio.AbstractEventLoop) -> None:
         """Ask for everything before ``next_offset`` to be durable; ``future`` gets True/False."""
@@ -139,6 +213,16 @@ class GroupCommitService(ServiceThread):
         if reqs:
             target = max(r.next_offset for r in reqs)
             mfq.flush_until(target)
+            if self.commit_log.transient_store_pool is not None:
+                # The records may still sit in a pool buffer: give CommitRealTimeService time to
+                # commit them, 1 ms at a time (GroupCommitService#doCommit, up to 1000 rounds).
+                if mfq.flushed_where < target and self.wake_commit is not None:
+                    self.wake_commit()
+                for _ in range(1000):
+                    if mfq.flushed_where >= target:
+                        break
+                    time.sleep(0.001)
+                    mfq.flush_until(target)
             flushed = mfq.flushed_where
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, bool]]] = {}
             for r in reqs:

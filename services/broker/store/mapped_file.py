@@ -12,6 +12,11 @@ retention thread is destroying; destroy waits for the count to drop, or forces a
 
 populate() pre-faults pages from a background thread (allocate.WarmAheadService), so the
 event loop's copy into the mapping finds them mapped and writable (see populate()).
+
+With the transient store pool (transient_store_pool.py) a CommitLog segment borrows a write
+buffer: appends go to ``wbuf`` (the buffer, else the mapping), commit() copies the written
+part into the file, and every reader stops at ``read_position``, the committed position
+(DefaultMappedFile#getReadPosition), so nobody sees bytes the file does not hold yet.
 """
 
 from __future__ import annotations
@@ -23,6 +28,12 @@ import mmap
 import os
 import threading
 import time
+from typing import TYPE_CHECKING
+
+from orbitmq.broker.store.transient_store_pool import mlock, munlock
+
+if TYPE_CHECKING:
+    from orbitmq.broker.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +126,15 @@ class MappedFile:
             os.close(fd)
             raise
         self.fd = fd
+        # warmMapedFileEnable: a warmed segment is also mlock'd where the OS allows
+        # (DefaultMappedFile#warmMappedFile ends with mlock), munlock'd when unmapped.
+        self._mlocked = warm and mlock(self.mm, file_size)
+        # Where appends write: the pool's buffer while the segment holds one, else the mapping.
+        self.wbuf: mmap.mmap = self.mm
+        self.write_buffer: mmap.mmap | None = None
+        self.transient_store_pool: TransientStorePool | None = None
+        # Serialises commits (the commit thread's, and a replica's append or a truncation).
+        self._commit_lock = threading.Lock()
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
@@ -146,6 +166,10 @@ class MappedFile:
         if self._cleanup_over:
             return
         self._cleanup_over = True
+        self._give_back_buffer()
+        if self._mlocked:
+            self._mlocked = False
+            munlock(self.mm, self.file_size)
         try:
             self.mm.close()
         except BufferError:
@@ -178,30 +202,111 @@ class MappedFile:
             pass
         return True
 
+    # --- transient store pool ----------------------------------------------------------
+    def attach_write_buffer(self, pool: TransientStorePool) -> bool:
+        """Borrow a write buffer for this fresh segment (DefaultMappedFile#init with a pool);
+        False, and appends go to the mapping, when the pool has none left."""
+        if self.wrote_position:
+            return False
+        buf = pool.borrow_buffer()
+        if buf is None:
+            log.warning("transient store pool exhausted: %s is written through its mapping", self.file_name)
+            return False
+        self.transient_store_pool = pool
+        self.write_buffer = buf
+        self.wbuf = buf
+        return True
+
+    def _give_back_buffer(self) -> None:
+        buf = self.write_buffer
+        if buf is not None:
+            self.write_buffer = None
+            self.wbuf = self.mm
+            self.transient_store_pool.return_buffer(buf)
+
+    @property
+    def read_position(self) -> int:
+        """How far readers may read: the committed position while appends go to a pool buffer
+        (DefaultMappedFile#getReadPosition), else the written one."""
+        return self.committed_position if self.transient_store_pool is not None else self.wrote_position
+
+    def is_able_to_commit(self, least_pages: int) -> bool:
+        committed = self.committed_position
+        wrote = self.wrote_position
+        if self.is_full():
+            return wrote > committed
+        if least_pages > 0:
+            return (wrote // OS_PAGE_SIZE) - (committed // OS_PAGE_SIZE) >= least_pages
+        return wrote > committed
+
+    def commit(self, least_pages: int) -> int:
+        """Copy the buffer's written, uncommitted part into the file (DefaultMappedFile#commit)
+        if at least ``least_pages`` pages wait (0: any byte); the new committed position. The
+        buffer goes back to the pool once the segment is full and all of it committed."""
+        if self.transient_store_pool is None:
+            return self.wrote_position  # nothing to copy: written is committed
+        with self._commit_lock:
+            buf = self.write_buffer
+            if buf is not None and self.is_able_to_commit(least_pages) and self.hold():
+                try:
+                    self._commit0(buf, self.wrote_position)
+                finally:
+                    self.release()
+            if self.write_buffer is not None and self.committed_position >= self.file_size:
+                self._give_back_buffer()
+            return self.committed_position
+
+    def _commit0(self, buf: mmap.mmap, end: int) -> None:
+        """pwrite [committed, end) of ``buf`` into the file; the page cache is the mapping's, so
+        readers of ``mm`` see it. pwrite releases the GIL, unlike a slice copy into ``mm``."""
+        start = self.committed_position
+        if end <= start:
+            return
+        view = memoryview(buf)
+        try:
+            pos = start
+            while pos < end:
+                pos += os.pwrite(self.fd, view[pos:end], pos)
+        except OSError as exc:
+            log.error("commit of %s [%d, %d) failed: %s", self.file_name, start, end, exc)
+            return
+        finally:
+            view.release()
+        self.committed_position = end
+
     # --- positions -----------------------------------------------------------------------
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
 
     def set_positions(self, pos: int) -> None:
+        if self.write_buffer is not None:
+            with self._commit_lock:  # keep what was written before ``pos``: it is not in the file yet
+                self._commit0(self.write_buffer, min(pos, self.wrote_position))
         self.wrote_position = self.committed_position = self.flushed_position = pos
 
     def is_able_to_flush(self, least_pages: int) -> bool:
         flushed = self.flushed_position
-        wrote = self.wrote_position
+        readable = self.read_position
         if self.is_full():
-            return wrote > flushed
+            return readable > flushed
         if least_pages > 0:
-            return (wrote // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) >= least_pages
-        return wrote > flushed
+            return (readable // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) >= least_pages
+        return readable > flushed
 
     def flush(self, least_pages: int) -> int:
-        """Make everything written so far durable (if enough pages are dirty); new flushed pos."""
+        """Make everything readable so far durable (if enough pages are dirty); new flushed pos.
+
+        With a pool buffer that is what was committed (DefaultMappedFile#flush flushes up to
+        getReadPosition); uncommitted bytes are the commit service's to copy first.
+        """
         if self.is_able_to_flush(least_pages) and self.hold():
             try:
-                value = self.wrote_position
+                pooled = self.transient_store_pool is not None
+                value = self.committed_position if pooled else self.wrote_position
                 os.fdatasync(self.fd)
                 self.flushed_position = value
-                self.committed_position = value
+                if not pooled:
+                    self.committed_position = value
             finally:
                 self.release()
         return self.flushed_position
@@ -247,17 +352,33 @@ class MappedFile:
 
     # --- data ----------------------------------------------------------------------------
     def append(self, data: bytes) -> bool:
+        """Raw bytes at the write position (a replica's copy of its master's CommitLog).
+
+        Straight into the file, as DefaultMappedFile#appendMessage(byte[]) does whatever the
+        pool. A segment holding a pool buffer (a controller-mode broker that became a replica)
+        gets them in the buffer too, so a later commit of records written before copies the
+        same bytes; with nothing pending they are readable at once (upstream's
+        TransientStorePool#isRealCommit false on a replica).
+        """
         pos = self.wrote_position
         end = pos + len(data)
         if end > self.file_size:
             return False
         self.mm[pos:end] = data
+        buf = self.write_buffer
+        if buf is not None:
+            with self._commit_lock:
+                buf[pos:end] = data
+                self.wrote_position = end
+                if self.committed_position == pos:
+                    self.committed_position = end
+            return True
         self.wrote_position = end
         return True
 
     def read(self, pos: int, size: int) -> bytes | None:
-        """Copy of [pos, pos+size) if it lies within the written part, else None."""
-        if pos < 0 or size < 0 or pos + size > self.wrote_position or not self.available:
+        """Copy of [pos, pos+size) if it lies within the readable part, else None."""
+        if pos < 0 or size < 0 or pos + size > self.read_position or not self.available:
             return None
         try:
             return self.mm[pos : pos + size]

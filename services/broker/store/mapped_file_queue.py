@@ -2,6 +2,10 @@
 
 The segment list is copy-on-write: the writer and readers on the event loop, flush threads and
 retention threads each take a snapshot (``mapped_files``) and never see a half-updated list.
+
+With a transient store pool (the CommitLog's, transientStorePoolEnable) each segment created
+here borrows a write buffer; get_max_offset() is then the committed end (MappedFileQueue#
+getMaxOffset uses getReadPosition) and commit() moves data from the buffers into the files.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import time
 
 from orbitmq.broker.store.allocate import AllocateMappedFileService
 from orbitmq.broker.store.mapped_file import TMP_SUFFIX, MappedFile, offset_to_file_name
+from orbitmq.broker.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +30,11 @@ class MappedFileQueue:
         store_path: str,
         mapped_file_size: int,
         allocate_service: AllocateMappedFileService | None = None,
+        transient_store_pool: TransientStorePool | None = None,
     ) -> None:
         self.store_path = store_path
+        # Segments created from now on borrow a write buffer from it (None: no pool).
+        self.transient_store_pool = transient_store_pool
         self.mapped_file_size = mapped_file_size
         self.allocate_service = allocate_service
         self.mapped_files: list[MappedFile] = []
@@ -117,6 +125,10 @@ class MappedFileQueue:
             self.allocate_service.prepare(next_path, self.mapped_file_size)
         else:
             mf = MappedFile(path, self.mapped_file_size)
+        # Borrowed when the segment joins the queue, not when pre-created (upstream's
+        # AllocateMappedFileService borrows ahead): a prepared file holds no buffer meanwhile.
+        if self.transient_store_pool is not None:
+            mf.attach_write_buffer(self.transient_store_pool)
         with self._lock:
             if not self.mapped_files:
                 mf.first_create_in_queue = True
@@ -143,11 +155,17 @@ class MappedFileQueue:
         return first.file_from_offset if first is not None else -1
 
     def get_max_offset(self) -> int:
+        """The end of what readers may see (the committed end with a pool buffer)."""
+        last = self.get_last_mapped_file()
+        return last.file_from_offset + last.read_position if last is not None else 0
+
+    def get_max_wrote_position(self) -> int:
+        """The end of what was appended, committed or not."""
         last = self.get_last_mapped_file()
         return last.file_from_offset + last.wrote_position if last is not None else 0
 
-    def get_max_wrote_position(self) -> int:
-        return self.get_max_offset()
+    def remain_how_many_data_to_commit(self) -> int:
+        return self.get_max_wrote_position() - self.committed_where
 
     def remain_how_many_data_to_flush(self) -> int:
         return self.get_max_offset() - self.flushed_where
@@ -155,7 +173,24 @@ class MappedFileQueue:
     def roll_next_file(self, offset: int) -> int:
         return offset + self.mapped_file_size - offset % self.mapped_file_size
 
-    # --- flush ---------------------------------------------------------------------------
+    # --- commit and flush ----------------------------------------------------------------
+    def commit(self, least_pages: int) -> bool:
+        """Commit the segment holding committed_where (MappedFileQueue#commit); True when
+        nothing new was committed."""
+        mf = self.find_mapped_file_by_offset(self.committed_where, self.committed_where == 0)
+        if mf is None:
+            return True
+        where = mf.file_from_offset + mf.commit(least_pages)
+        result = where == self.committed_where
+        self.committed_where = where
+        return result
+
+    def commit_all(self, max_rounds: int = 1_000_000) -> None:
+        """Commit segment after segment until everything appended is in the files."""
+        for _ in range(max_rounds):
+            if self.committed_where >= self.get_max_wrote_position() or self.commit(0):
+                return  # all committed, or no progress (a failed write, a segment going away)
+
     def flush(self, least_pages: int) -> bool:
         """Flush the segment holding flushed_where; True when nothing new became durable."""
         mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
@@ -166,7 +201,8 @@ class MappedFileQueue:
         where = mf.file_from_offset + offset
         result = where == self.flushed_where
         self.flushed_where = where
-        self.committed_where = where
+        if self.transient_store_pool is None:
+            self.committed_where = where
         if tmp_ts:
             self.store_timestamp = tmp_ts
         return result
@@ -178,7 +214,7 @@ class MappedFileQueue:
                 return
             if self.flush(0) and self.flushed_where < target:
                 mf = self.find_mapped_file_by_offset(self.flushed_where)
-                if mf is None or mf.wrote_position + mf.file_from_offset <= self.flushed_where:
+                if mf is None or mf.read_position + mf.file_from_offset <= self.flushed_where:
                     return
 
     # --- truncation and deletion ---------------------------------------------------------

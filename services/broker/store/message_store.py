@@ -22,7 +22,12 @@ from orbitmq.broker.store.commit_log import CommitLog
 from orbitmq.broker.store.config import SLAVE, SYNC_FLUSH, SYNC_MASTER, MessageStoreConfig
 from orbitmq.broker.store.consume_queue import CQ_ENTRY, CQ_STORE_UNIT_SIZE, ConsumeQueue, is_blank_entry
 from orbitmq.broker.store.dispatch import DispatchRequest
-from orbitmq.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from orbitmq.broker.store.flush import (
+    CommitRealTimeService,
+    FlushConsumeQueueService,
+    FlushRealTimeService,
+    GroupCommitService,
+)
 from orbitmq.broker.store.model import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -36,6 +41,7 @@ from orbitmq.broker.store.replication import StoreReplication
 from orbitmq.broker.store.reput import ArrivalListener, Dispatcher, ReputMessageService
 from orbitmq.broker.store.retention import RetentionService, disk_partition_used_ratio
 from orbitmq.broker.store.running_flags import RunningFlags
+from orbitmq.broker.store.transient_store_pool import TransientStorePool
 from orbitmq.common import speedups
 from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
 from orbitmq.common.message import MessageConst, MessageExt
@@ -65,8 +71,14 @@ def _total_physical_memory() -> int:
 
 
 class MessageStore:
-    def __init__(self, config: MessageStoreConfig, *, store_host: tuple[str, int] = ("127.0.0.1", 10911)) -> None:
+    def __init__(self, config: MessageStoreConfig, *, store_host: tuple[str, int] = ("127.0.0.1", 10911),
+                 enable_controller_mode: bool = False) -> None:
         self.config = config
+        # BrokerConfig#enableControllerMode: decides, with brokerRole, whether the transient
+        # store pool is used (DefaultMessageStore#isTransientStorePoolEnable).
+        self.enable_controller_mode = enable_controller_mode
+        self.transient_store_pool: TransientStorePool | None = None
+        self._commit_service: CommitRealTimeService | None = None
         self.store_host = store_host
         self.running_flags = RunningFlags()
         self.checkpoint: StoreCheckpoint | None = None
@@ -140,6 +152,11 @@ class MessageStore:
         self._flush_cq_service = FlushConsumeQueueService(
             self.consume_queues, cfg, self.checkpoint, lambda: self.dispatched_store_timestamp
         )
+        if self.transient_store_pool is not None:
+            self._commit_service = CommitRealTimeService(self.commit_log, cfg, self._flush_service.wakeup)
+            if self._group_commit is not None:
+                self._group_commit.wake_commit = self._commit_service.wakeup
+            self._commit_service.start()
         self._flush_service.start()
         self._flush_cq_service.start()
         self.reput_service.start()
@@ -171,6 +188,27 @@ class MessageStore:
             self._release_after_failed_start()
             raise
 
+    def is_transient_store_pool_enable(self) -> bool:
+        """DefaultMessageStore#isTransientStorePoolEnable (see MessageStoreConfig.transient_store_pool_effective)."""
+        return self.config.transient_store_pool_effective(self.enable_controller_mode)
+
+    def remain_transient_store_buffer_numbs(self) -> int:
+        """Free pool buffers; 2**31 - 1 (Integer.MAX_VALUE) without a pool, as upstream."""
+        pool = self.transient_store_pool
+        return pool.available_buffer_nums() if pool is not None else 2**31 - 1
+
+    def is_transient_store_pool_deficient(self) -> bool:
+        """No pool buffer left (DefaultMessageStore#isTransientStorePoolDeficient): the send
+        processor then refuses sends, SYSTEM_BUSY "[REJECTREQUEST]…", as
+        SendMessageProcessor#rejectRequest."""
+        pool = self.transient_store_pool
+        return pool is not None and pool.available_buffer_nums() == 0
+
+    def _destroy_transient_store_pool(self) -> None:
+        if self.transient_store_pool is not None:
+            self.transient_store_pool.destroy()
+            self.transient_store_pool = None
+
     def _release_after_failed_start(self) -> None:
         for closer in (
             getattr(self.commit_log, "shutdown", None),
@@ -184,6 +222,7 @@ class MessageStore:
                 closer()
             except Exception:
                 log.exception("cleanup after a failed start")
+        self._destroy_transient_store_pool()
         self.consume_queue_table.clear()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -193,7 +232,11 @@ class MessageStore:
         cfg = self.config
         self.last_exit_ok = not os.path.exists(cfg.abort_path)
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
-        self.commit_log = CommitLog(cfg, self.store_host, self.checkpoint)
+        if self.is_transient_store_pool_enable() and self.transient_store_pool is None:
+            pool = TransientStorePool(cfg.transient_store_pool_size, cfg.mapped_file_size_commit_log)
+            pool.init()
+            self.transient_store_pool = pool
+        self.commit_log = CommitLog(cfg, self.store_host, self.checkpoint, self.transient_store_pool)
         self.commit_log.delivery_time_of = self._delivery_time_of
         self.commit_log.load()
         shutil.rmtree(self._trash_dir, ignore_errors=True)  # queues dropped just before a crash
@@ -299,6 +342,11 @@ class MessageStore:
         await asyncio.to_thread(self._shutdown_blocking)
 
     def _shutdown_blocking(self) -> None:
+        # Commit before the last flush (CommitLog$DefaultFlushManager#shutdown): what sits in a
+        # pool buffer must reach the file before it can reach the disk.
+        if self._commit_service is not None:
+            self._commit_service.shutdown()
+            self._commit_service = None
         self._flush_service.shutdown()
         self._flush_cq_service.shutdown()
         self.commit_log.flush_all()
@@ -315,6 +363,7 @@ class MessageStore:
                                                  self.commit_log.get_max_offset())
         self.checkpoint.shutdown()
         self.commit_log.shutdown()
+        self._destroy_transient_store_pool()
         for cq in self.consume_queues():
             cq.shutdown()
         if self.running_flags.is_writeable() or self.running_flags.is_disk_full():
@@ -394,6 +443,9 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
         if result.status is not _PUT_OK:
             return result
+        cs = self._commit_service
+        if cs is not None:
+            cs.wakeup_on_put(result.append_message_result.store_timestamp)
         rs = self.reput_service
         waiter = rs._waiter  # wakeup(), inlined on the hot path
         if waiter is not None:
@@ -439,6 +491,8 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
         if result.status is not PutMessageStatus.PUT_OK:
             return result
+        if self._commit_service is not None:
+            self._commit_service.wakeup_on_put(result.append_message_result.store_timestamp)
         self.reput_service.wakeup()
         if ha is not None and wait and self.config.broker_role == SYNC_MASTER:
             return await self._wait_for_flush_and_replicas(result, True, msgs[0].topic, ha)
@@ -474,6 +528,8 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR))
         if result is None:  # anything unusual: the general path reports the precise result
             return await self.put_messages(build(), undelayed=True)
+        if self._commit_service is not None:
+            self._commit_service.wakeup_on_put(result.append_message_result.store_timestamp)
         self.reput_service.wakeup()
         if ha is not None and wait and self.config.broker_role == SYNC_MASTER:
             return await self._wait_for_flush_and_replicas(result, True, topic, ha)
@@ -809,6 +865,7 @@ class MessageStore:
             "runningFlags": str(self.running_flags.flag_bits),
             "flushDiskType": cfg.flush_disk_type,
             "brokerRole": cfg.broker_role,
+            "remainTransientStoreBufferNumbs": str(self.remain_transient_store_buffer_numbs()),
         }
         for name, path in (("commitLogDiskRatio", cfg.commit_log_dir), ("consumeQueueDiskRatio", cfg.consume_queue_dir)):
             ratio = disk_partition_used_ratio(path)  # what the retention service decides on

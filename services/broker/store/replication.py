@@ -110,6 +110,10 @@ class StoreReplication:
             return False
         cl = store.commit_log
         mfq = cl.mapped_file_queue
+        if cl.transient_store_pool is not None and mfq.get_max_wrote_position() > cl.get_max_offset():
+            # Records this broker appended as a master still in a pool buffer: into the file
+            # first (AutoSwitchHAService#changeToSlave waits for all to be committed).
+            mfq.commit_all()
         local_max = cl.get_max_offset()
         if start_offset != local_max:
             if local_max != 0 or start_offset % cl.file_size:

@@ -84,8 +84,8 @@ class ReputMessageService:
         if mf is None:
             return True
         pos = offset - mf.file_from_offset
-        if pos + 8 > mf.wrote_position:
-            return not mf.is_full()
+        if pos + 8 > mf.read_position:
+            return mf.read_position < mf.file_size
         total, magic = SIZE_MAGIC.unpack_from(mf.mm, pos)
         if magic != MESSAGE_MAGIC_CODE:
             return False  # a blank end (rolled over) or something reput reports and skips
@@ -160,12 +160,17 @@ class ReputMessageService:
 
     def _end_and_gated(self) -> tuple[int, bool]:
         """end_offset(), and whether the confirm offset (lower than the CommitLog max) sets it."""
-        end = self.commit_log.get_max_offset()
+        cl = self.commit_log
+        end = cl.get_max_offset()
         fn = self.end_offset_fn
         if fn is not None:
             confirm = fn()
             if confirm < end:
                 return confirm, True
+        # With a transient store pool the end is the committed one and the appends hand off
+        # records beyond it: the gated walk takes only those that end by it.
+        if cl.transient_store_pool is not None and end < cl.mapped_file_queue.get_max_wrote_position():
+            return end, True
         return end, False
 
     def _reput_handed_off(self, done: int, max_records: int, notify: bool) -> int:
@@ -219,9 +224,9 @@ class ReputMessageService:
         if mf is None:
             return done, False
         pos = self.reput_from_offset - mf.file_from_offset
-        limit = mf.wrote_position
+        limit = mf.read_position
         if pos >= limit:
-            if mf.is_full():
+            if limit >= mf.file_size:
                 self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
                 return done, True
             return done, False
@@ -243,7 +248,7 @@ class ReputMessageService:
                 log.error("[BUG] read total count not equals msg total size at %d", self.reput_from_offset)
                 pos += size
                 self.reput_from_offset += size
-            elif not mf.is_full() and _incomplete_record(mm, pos, limit, mf.file_size):
+            elif limit < mf.file_size and _incomplete_record(mm, pos, limit, mf.file_size):
                 # A record whose bytes are still arriving (a replica appends the master's
                 # batches, which end anywhere): dispatched once it is whole. Skipping it would
                 # leave the reput offset inside it and lose every record after it. Go on only
@@ -270,17 +275,18 @@ class ReputMessageService:
                 if mf is None:
                     break
                 pos = offset - mf.file_from_offset
-                if pos >= mf.wrote_position:
-                    if mf.is_full():
+                limit = mf.read_position
+                if pos >= limit:
+                    if limit >= mf.file_size:
                         self.reput_from_offset = cl.roll_next_file(offset)
                         continue
                     break
-                req = cl.check_message_and_return_size(mf.mm, pos, mf.wrote_position, False)
+                req = cl.check_message_and_return_size(mf.mm, pos, limit, False)
                 if req.success and req.msg_size == 0:
                     self.reput_from_offset = cl.roll_next_file(offset)
                     continue
                 if not req.success:
-                    if not mf.is_full() and _incomplete_record(mf.mm, pos, mf.wrote_position, mf.file_size):
+                    if limit < mf.file_size and _incomplete_record(mf.mm, pos, limit, mf.file_size):
                         break  # the rest of it is still to come
                     log.error("[BUG] undecodable record at CommitLog offset %d below the confirm offset", offset)
                     break
