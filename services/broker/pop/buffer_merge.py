@@ -16,6 +16,10 @@ is neither fully acked nor written with all its acks. After a kill -9 the pop of
 where nothing behind it is in memory only: buffered batches are popped again (at-least-once), and
 nothing is lost. Between commits the pop path reads the queue's next offset from here
 (#getLatestOffset), so consecutive pops do not hand out the same messages twice.
+
+The keys are read from BrokerConfig at each use, as upstream's are, so updateBrokerConfig takes
+effect at once; switched off, the service still writes (or drops) what it holds, and the queues
+it holds checkpoints of keep their offsets behind them until then.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import itertools
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.store.config import SLAVE
 from orbitmq.common.aio import cancel_and_wait
@@ -53,6 +57,9 @@ GARBAGE_SCAN_MS = 30_000
 # pause after a failed scan (upstream's 3 s).
 SHUTDOWN_WAIT_SECONDS = 10.0
 SLAVE_CHECK_SECONDS = 1.0
+# The scan period while buffer merge is off and nothing is left in the buffer (it may be switched
+# on by updateBrokerConfig).
+IDLE_WAIT_SECONDS = 0.5
 ERROR_PAUSE_SECONDS = 3.0
 # Not stored yet / its put in flight (PopCheckPointWrapper#reviveQueueOffset: -1, Long.MAX_VALUE).
 NOT_STORED = -1
@@ -117,7 +124,9 @@ class PopBufferMergeService:
     def __init__(self, pop: BufferMergePop) -> None:
         self.pop = pop
         self.broker = pop.broker
-        self.config = pop.config
+        # BrokerConfig itself when it has the keys: upstream reads them on every call, so an
+        # updateBrokerConfig applies at once; PopConfig's copy for a broker view without them.
+        self._live = hasattr(pop.broker.config, "enable_pop_buffer_merge")
         self.buffer: dict[MergeKey, PopCheckPointWrapper] = {}
         self.commit_offsets: dict[str, OffsetQueue] = {}
         # (deadline, sequence, wrapper): the next checkpoints to write, earliest first
@@ -134,13 +143,29 @@ class PopBufferMergeService:
         self._kick = asyncio.Event()
 
     @property
+    def config(self) -> Any:
+        """Where enablePopBufferMerge and the popCk* limits are read, at each use."""
+        return self.pop.broker.config if self._live else self.pop.config
+
+    @property
     def enabled(self) -> bool:
         return self.config.enable_pop_buffer_merge
+
+    def tracks(self, topic: str, group: str, queue_id: int) -> bool:
+        """Whether a pop of this queue leaves its offset to this service: buffer merge is on, or
+        was until lately and checkpoints of the queue still wait here (switched off at run time)."""
+        if self.config.enable_pop_buffer_merge:
+            return True
+        queue = self.commit_offsets.get(build_lock_key(topic, group, queue_id))
+        return queue is not None and bool(queue.items)
+
+    def _busy(self) -> bool:
+        return self.enabled or bool(self.buffer) or any(q.items for q in self.commit_offsets.values())
 
     # ---- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if not self.enabled or self._task is not None:
+        if self._task is not None:
             return
         self.serving = True
         self._stopping = False
@@ -191,7 +216,7 @@ class PopBufferMergeService:
     async def _run(self) -> None:
         interval = SCAN_INTERVAL_MS / 1000.0
         while not self._stopping:
-            wait = interval
+            wait = interval if self._busy() else IDLE_WAIT_SECONDS
             try:
                 if self._is_master():
                     await self.scan()
@@ -290,9 +315,10 @@ class PopBufferMergeService:
         Unlike upstream, an ack of a checkpoint not yet written is always merged here, even in
         the last 1.5 s before the checkpoint's flush or while shutting down: written on its own it
         could reach the revive topic before its checkpoint, where the revive service would not
-        match it (and would revive an acked message).
+        match it (and would revive an acked message). For the same reason it is merged when buffer
+        merge was switched off since its checkpoint was buffered.
         """
-        if not self.enabled:
+        if not self.buffer:
             return False
         key = merge_key(ack.topic, ack.consumer_group, ack.queue_id, ack.start_offset, ack.pop_time, ack.broker_name)
         wrapper = self.buffer.get(key)

@@ -308,7 +308,7 @@ class PopMessageProcessor:
                                    GetMessageStatus.MESSAGE_WAS_REMOVING) and result.next_begin_offset > offset:
                 # Nothing this consumer wants before next_begin_offset: skip it for good (behind
                 # the buffered checkpoints while buffer merge is on: PopBufferMergeService#addCkMock).
-                if not header.order and pop.buffer_merge.enabled:
+                if not header.order and pop.buffer_merge.tracks(topic, group, queue_id):
                     pop.buffer_merge.add_ck_mock(group, topic, queue_id, offset, header.invisible_time,
                                                  batch.pop_time, batch.revive_qid, result.next_begin_offset,
                                                  broker.config.broker_name, client)
@@ -344,7 +344,7 @@ class PopMessageProcessor:
                                broker_name=broker.config.broker_name,
                                queue_offset_diff=[o - offset for o in offsets])
             merge = pop.buffer_merge
-            if merge.enabled:
+            if merge.tracks(topic, group, queue_id):
                 # PopMessageProcessor#appendCheckPoint: buffered, or written now; either way the
                 # offset is committed by the buffer once nothing before it lives only in memory.
                 if not merge.add_ck(ck, batch.revive_qid, result.next_begin_offset):

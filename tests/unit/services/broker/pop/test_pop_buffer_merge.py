@@ -343,3 +343,40 @@ async def test_an_ack_while_the_checkpoint_is_being_written_follows_it(env: PopE
     await scan
     assert [(tag, getattr(body, "ack_offset", None)) for tag, body in _revive_log(env)] == [("ck", None), ("ack", 1)]
     assert _committed(env) == 2
+
+
+async def test_switched_off_at_run_time_the_buffered_checkpoints_still_hold_the_offset(env: PopEnv) -> None:
+    _send(env, 4)
+    first = await _pop(env, max_nums=2)
+    env.pop.config.enable_pop_buffer_merge = False  # updateBrokerConfig enablePopBufferMerge=false
+    second = await _pop(env, max_nums=2)
+    assert [m.body for m in second] == [b"m2", b"m3"]  # read on past the buffered batch
+    assert [(tag, body.start_offset) for tag, body in _revive_log(env)] == [("ck", 2)]  # written at once
+    merge = env.pop.buffer_merge
+    await merge.scan()
+    assert _committed(env) == 0  # behind the still buffered first batch
+    for m in first:
+        await _ack(env, m)  # merged: its checkpoint was never written
+    assert merge.buffered_ck_size() == 0 and len(_revive_log(env)) == 1
+    await merge.scan()
+    assert _committed(env) == 4
+    _send(env, 1)
+    await _pop(env)
+    assert _committed(env) == 5  # nothing waits here any more: committed by the pop, as with merge off
+
+
+async def test_the_live_broker_config_is_read_when_it_has_the_keys(env: PopEnv) -> None:
+    from types import SimpleNamespace
+
+    from orbitmq.broker.pop.buffer_merge import PopBufferMergeService
+
+    broker = env.broker
+    broker.config = SimpleNamespace(**vars(broker.config), enable_pop_buffer_merge=False,
+                                    **{k: getattr(env.pop.config, k) for k in (
+                                        "pop_ck_stay_buffer_time", "pop_ck_stay_buffer_time_out",
+                                        "pop_ck_max_buffer_size", "pop_ck_offset_max_queue_size",
+                                        "enable_pop_batch_ack", "enable_pop_log")})
+    merge = PopBufferMergeService(env.pop)
+    assert merge.enabled is False  # BrokerConfig's value, not PopConfig's (True in this fixture)
+    broker.config.enable_pop_buffer_merge = True
+    assert merge.enabled is True
