@@ -38,6 +38,9 @@ from orbitmq.remoting.framing import DEFAULT_MAX_FRAME_SIZE
 from orbitmq.remoting.processor import ProcessorTable, failed, not_supported
 from orbitmq.remoting.protocol import RemotingCommand, decode_command, next_opaque
 
+# MQVersion.Version.V5_3_1.ordinal(): newer clients retry a GO_AWAY answer on a new connection.
+GO_AWAY_MIN_VERSION = 473
+
 log = logging.getLogger("orbitmq.remoting")
 
 # Requests of one connection processed at once; beyond it new requests are refused with SYSTEM_BUSY
@@ -415,6 +418,9 @@ class Channel(asyncio.Protocol):
             future.set_result(response)
 
     def _on_request(self, request: RemotingCommand) -> None:
+        if self._processors.go_away and request.version > GO_AWAY_MIN_VERSION and not request.flag & 2:
+            self._answer_go_away(request)
+            return
         tasks = self._tasks
         if len(tasks) >= self._max_concurrent_requests:
             self._reject_overload(request)
@@ -422,6 +428,18 @@ class Channel(asyncio.Protocol):
         # the task leaves the set itself when it ends (_handle_request): no done callback, and so no
         # extra loop callback, per request
         tasks.add(self._loop.create_task(self._handle_request(request)))
+
+    def _answer_go_away(self, request: RemotingCommand) -> None:
+        """NettyRemotingAbstract#processRequestCommand while the server shuts down gracefully: the
+        request is not run, and the client retries it on a new connection (NettyRemotingClient's
+        enableReconnectForGoAway), which a load balancer sends to another server. Clients of
+        5.3.1 and older do not know GO_AWAY and are served until the server closes. Unlike
+        upstream, a oneway request is served too: it has no answer to carry GO_AWAY, and
+        dropping it would lose it silently."""
+        log.info("shutting down, write response GO_AWAY. channel=%s, requestCode=%s, opaque=%s",
+                 self.remote_address, request.code, request.opaque)
+        if self._transport is not None and not self._closed:
+            self._write(request.response_to(ResponseCode.GO_AWAY, "please go away").encode())
 
     def _reject_overload(self, request: RemotingCommand) -> None:
         log.warning("too many requests in flight on %s, refusing code=%s", self.remote_address, request.code)

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import ssl
 from collections.abc import Callable
 
 from orbitmq.remoting.channel import DEFAULT_MAX_CONCURRENT_REQUESTS, Channel
-from orbitmq.remoting.errors import RemotingConnectError, RemotingTimeoutError, RemotingTooMuchRequestError
+from orbitmq.remoting.codes import ResponseCode
+from orbitmq.remoting.errors import (
+    RemotingConnectError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+    RemotingTooMuchRequestError,
+)
 from orbitmq.remoting.framing import DEFAULT_MAX_FRAME_SIZE
 from orbitmq.remoting.processor import Processor, ProcessorTable
 from orbitmq.remoting.protocol import RemotingCommand
 
 log = logging.getLogger("orbitmq.remoting")
+
+# A connection left after GO_AWAY is closed by its server when its graceful wait ends, else after this.
+GO_AWAY_DRAIN_SECONDS = 60.0
 
 
 def split_address(addr: str) -> tuple[str, int]:
@@ -46,6 +56,10 @@ class RemotingClient:
         self.rpc_hook: Callable[[RemotingCommand], None] | None = None
         # tls.enable: connections made from now on use TLS (orbitmq.remoting.tls.client_ssl_context)
         self.ssl_context: ssl.SSLContext | None = None
+        # NettyClientConfig#enableReconnectForGoAway: a GO_AWAY answer (the server is shutting
+        # down gracefully) is retried once on a new connection to the same address.
+        self.reconnect_for_go_away = True
+        self._retiring: set[asyncio.Task[None]] = set()
 
     def register_processor(self, code: int, processor: Processor) -> None:
         """Handle server->client requests (e.g. CHECK_TRANSACTION_STATE) with this code."""
@@ -129,9 +143,50 @@ class RemotingClient:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise RemotingTimeoutError(addr, timeout, request.opaque)
-            return await channel.invoke(request, remaining)
+            response = await channel.invoke(request, remaining)
+            if response.code == ResponseCode.GO_AWAY:
+                return await self._after_go_away(addr, channel, request, deadline, timeout)
+            return response
         finally:
             slots.release()
+
+    async def _after_go_away(self, addr: str, channel: Channel, request: RemotingCommand, deadline: float,
+                             timeout: float) -> RemotingCommand:  # noqa: ASYNC109
+        """NettyRemotingClient#invokeImpl on GO_AWAY: leave the old connection (it closes once its
+        other requests are answered), retry on a new one within the same deadline; a second GO_AWAY
+        fails the call as upstream's "Receive GO_AWAY twice"."""
+        if not self.reconnect_for_go_away:
+            raise RemotingSendRequestError(addr, f"Receive GO_AWAY from {channel.remote_address}")
+        log.info("Receive go away from %s (%s), reconnecting", addr, channel.remote_address)
+        self._retire(addr, channel)
+        new_channel = await self.get_channel(addr)
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise RemotingTimeoutError(addr, timeout, request.opaque)
+        response = await new_channel.invoke(request, remaining)
+        if response.code == ResponseCode.GO_AWAY:
+            self._retire(addr, new_channel)
+            raise RemotingSendRequestError(addr, f"Receive GO_AWAY twice from {new_channel.remote_address}")
+        return response
+
+    def _retire(self, addr: str, channel: Channel) -> None:
+        pooled = self._pool.get(addr)
+        if pooled is None or channel not in pooled:
+            return  # another request on it saw GO_AWAY first
+        pooled.remove(channel)
+        if not pooled:
+            del self._pool[addr]
+        task = asyncio.ensure_future(self._close_when_answered(channel))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    @staticmethod
+    async def _close_when_answered(channel: Channel, max_wait: float = GO_AWAY_DRAIN_SECONDS) -> None:  # noqa: ASYNC109
+        """The server closes the connection when its graceful wait ends; requests still on it get
+        their answers (GO_AWAY ones retry themselves) until then, or until ``max_wait``."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(channel.wait_closed(), max_wait)
+        await channel.close()
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> None:  # noqa: ASYNC109
         if self.rpc_hook is not None:
@@ -151,6 +206,10 @@ class RemotingClient:
         self._closed = True
         for addr in list(self._pool):
             await self.close_channel(addr)
+        for task in list(self._retiring):
+            task.cancel()
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
 
     async def __aenter__(self) -> RemotingClient:
         return self

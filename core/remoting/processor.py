@@ -33,6 +33,9 @@ class ProcessorTable:
         self._default: tuple[Processor, ErrorHandler | None] | None = None
         # Wraps every processor, present and future (ACL checks); None costs nothing per request.
         self._guard: Callable[[Processor], Processor] | None = None
+        # Set by RemotingServer's graceful shutdown (enableShutdownGracefully): new requests from
+        # clients that understand it are answered GO_AWAY (see Channel._on_request).
+        self.go_away = False
 
     def _entry(self, processor: Processor) -> tuple[Processor, ErrorHandler | None]:
         inner = getattr(processor, WRAPPED_ATTR, None)

@@ -36,6 +36,9 @@ def server_limits(config: object) -> dict[str, Any]:
         "write_buffer_high_water_mark": getattr(config, "write_buffer_high_water_mark", 0),
         "write_buffer_low_water_mark": getattr(config, "write_buffer_low_water_mark", 0),
         "tls_config": config,  # tls.server.mode and its certificate keys (orbitmq.remoting.tls)
+        # NettyServerConfig: enableShutdownGracefully answers GO_AWAY for shutdownWaitTimeSeconds
+        "shutdown_wait_seconds": (float(getattr(config, "shutdown_wait_time_seconds", 30))
+                                  if getattr(config, "enable_shutdown_gracefully", False) else None),
     }
 
 
@@ -54,8 +57,10 @@ class RemotingServer:
                  frame_read_timeout_seconds: float | None = DEFAULT_FRAME_READ_TIMEOUT_SECONDS,
                  write_buffer_high_water_mark: int = 0, write_buffer_low_water_mark: int = 0,
                  max_write_buffer: int = DEFAULT_MAX_WRITE_BUFFER, tls_config: Any = None,
-                 reuse_port: bool = False) -> None:
+                 reuse_port: bool = False, shutdown_wait_seconds: float | None = None) -> None:
         self.host = host
+        # enableShutdownGracefully: close() first answers GO_AWAY this long (None: closes at once)
+        self.shutdown_wait_seconds = shutdown_wait_seconds
         # SO_REUSEPORT: processes sharing one port (the proxy's `--workers N`)
         self._reuse_port = reuse_port
         self._tls_config = tls_config  # None or disabled: plaintext only
@@ -145,7 +150,20 @@ class RemotingServer:
             except Exception:
                 log.exception("connect listener failed for %s", channel.remote_address)
 
+    async def begin_go_away(self) -> None:
+        """NettyRemotingServer#shutdown with enableShutdownGracefully: for shutdownWaitTimeSeconds,
+        requests of clients newer than 5.3.1 are answered GO_AWAY (they reconnect, through a load
+        balancer to another server), older clients are still served, then the server closes. Set
+        on every connection at once, also ones accepted during the wait."""
+        if self.shutdown_wait_seconds is None or self._processors.go_away or self._server is None:
+            return
+        self._processors.go_away = True
+        log.info("remoting server on %s:%s shutting down gracefully: GO_AWAY for %.0f s", self.host, self.port,
+                 self.shutdown_wait_seconds)
+        await asyncio.sleep(self.shutdown_wait_seconds)
+
     async def close(self) -> None:
+        await self.begin_go_away()
         if self._cert_watch is not None:
             await self._cert_watch.stop()
             self._cert_watch = None

@@ -21,6 +21,10 @@ class RemotingServerConfig(ConfigBase):
     write_buffer_low_water_mark: int = 0
     server_max_connections: int = 10000
     remoting_frame_read_timeout_millis: int = 30_000
+    # NettyServerConfig's graceful shutdown: for shutdownWaitTimeSeconds before the port closes,
+    # clients newer than 5.3.1 get GO_AWAY and move to a new connection (orbitmq.remoting.server).
+    enable_shutdown_gracefully: bool = False
+    shutdown_wait_time_seconds: int = 30
     # Remoting over TLS, TlsSystemConfig's keys (orbitmq.remoting.tls): tls.server.mode disabled |
     # permissive (plaintext and TLS on one port, upstream's default) | enforcing, with a pair from
     # tls.server.certPath/keyPath or self-signed (tls.test.mode.enable; false here, unlike

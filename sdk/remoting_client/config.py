@@ -56,6 +56,9 @@ class RemotingClientConfig:
     tls_client_cert_path: str = ""
     tls_client_key_path: str = ""
     tls_client_key_password: str = ""
+    # NettyClientConfig#enableReconnectForGoAway: a server shutting down gracefully answers
+    # GO_AWAY; the request is retried once on a new connection (a load balancer's next server).
+    enable_reconnect_for_go_away: bool = True
 
     def namesrv_addrs(self) -> list[str]:
         return resolve_namesrv_addr(self.namesrv_addr)

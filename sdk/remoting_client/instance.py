@@ -109,6 +109,7 @@ class MQClientInstance:
             raise MQClientError("No name server address, please set it (namesrv_addr or NAMESRV_ADDR)",
                                 NO_NAME_SERVER_EXCEPTION)
         remoting = RemotingClient(connect_timeout=config.mq_client_api_timeout)
+        remoting.reconnect_for_go_away = config.enable_reconnect_for_go_away
         remoting.ssl_context = config.ssl_context()
         credentials = config.credentials()
         if credentials is not None:

@@ -32,6 +32,11 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     # The address clients are told to dial (QueryRoute endpoints); empty = the address they used.
     local_serve_addr: str = ""
     grpc_shutdown_time_seconds: int = 5
+    # The Remoting port's graceful shutdown, NettyServerConfig's keys (upstream's proxy leaves them
+    # at their defaults): GO_AWAY to Remoting clients for shutdownWaitTimeSeconds, while the gRPC
+    # port drains for grpcShutdownTimeSeconds.
+    enable_shutdown_gracefully: bool = False
+    shutdown_wait_time_seconds: int = 30
     # A 4 MiB body plus headers must fit; upstream allows 130 MiB.
     grpc_max_inbound_message_size: int = 130 * 1024 * 1024
     # -- TLS (services/proxy/tls.py), upstream's keys: tls.server.mode is TlsSystemConfig's

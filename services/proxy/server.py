@@ -200,9 +200,13 @@ class ProxyServer:
             log.info("failover: %s", " ".join(f"{k}={v}" for k, v in self.failover_stats().items()))
         if self.health is not None:
             await self.health.shutdown()  # NOT_SERVING while the server drains
+        # The gRPC port drains (HTTP/2 GOAWAY) while the Remoting port answers GO_AWAY, side by side.
+        go_away = asyncio.ensure_future(self.remoting.begin_go_away()) if self.remoting is not None else None
         if self._server is not None:
             await self._server.stop(self.config.grpc_shutdown_time_seconds)
             self._server = None
+        if go_away is not None:
+            await go_away
         if self.remoting is not None:
             await self.remoting.shutdown()
             self.remoting = None

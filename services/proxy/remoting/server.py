@@ -111,8 +111,9 @@ class RemotingProtocolServer:
         self.routes = routes
         self.host = host
         self.links = BrokerLinks(cluster, config.grpc_proxy_relay_request_timeout_in_seconds)
+        graceful = float(config.shutdown_wait_time_seconds) if config.enable_shutdown_gracefully else None
         self._server = RemotingServer(host, config.remoting_listen_port, tls_config=_tls_config(config),
-                                      reuse_port=reuse_port)
+                                      reuse_port=reuse_port, shutdown_wait_seconds=graceful)
         self._round_robin = 0
         for code in FORWARDED:
             self._server.register(code, self.forward)
@@ -166,6 +167,10 @@ class RemotingProtocolServer:
     async def start(self) -> None:
         await self._server.start()
         log.info("Remoting proxy listening on %s:%d", self.host, self.port)
+
+    async def begin_go_away(self) -> None:
+        """enableShutdownGracefully: GO_AWAY to this port's clients, returning when the wait ends."""
+        await self._server.begin_go_away()
 
     async def shutdown(self) -> None:
         await self._server.close()
