@@ -3,6 +3,10 @@
 Appends 1 KiB messages with one writer under ASYNC_FLUSH and SYNC_FLUSH, reads them back
 queue by queue, runs SYNC_FLUSH group commit with many concurrent writers, and prints each
 rate with its ratio to plain ``os.write`` of same-size records on the same disk in this run.
+
+``--transient-store-pool`` runs instead the same appends with transientStorePoolEnable off and
+on, side by side (transient_store_pool.py), and how long the commit service then takes to make
+everything readable. Figures only: nothing is asserted about speed.
 """
 
 from __future__ import annotations
@@ -59,15 +63,17 @@ def raw_write(directory: str, n: int, size: int) -> tuple[float, float]:
     return n / elapsed, cpu / n * 1e6
 
 
-def _config(root: str, flush: str, seg: int, warm: bool) -> MessageStoreConfig:
+def _config(root: str, flush: str, seg: int, warm: bool, pool: int = 0) -> MessageStoreConfig:
     return MessageStoreConfig(store_path_root_dir=root, flush_disk_type=flush, mapped_file_size_commit_log=seg,
-                              message_index_enable=False, warm_maped_file_enable=warm)
+                              message_index_enable=False, warm_maped_file_enable=warm,
+                              transient_store_pool_enable=pool > 0, transient_store_pool_size=max(pool, 1))
 
 
 async def _append(root: str, flush: str, n: int, size: int, seg: int, writers: int,
-                  warm: bool, batch: int = 1) -> tuple[float, MessageStore, float]:
-    """(messages/s, the store, CPU µs per message of this thread) for n puts."""
-    store = MessageStore(_config(root, flush, seg, warm))
+                  warm: bool, batch: int = 1, pool: int = 0) -> tuple[float, MessageStore, float]:
+    """(messages/s, the store, CPU µs per message of this thread) for n puts; ``pool``: that
+    many transient store pool buffers (0: no pool)."""
+    store = MessageStore(_config(root, flush, seg, warm, pool))
     await store.start()
     msgs = _messages(n, size)
     # The pre-built messages are the harness's, not the store's: keep the GC from walking them.
@@ -139,6 +145,66 @@ def _line(name: str, rate: float, size: int, raw: float | None = None) -> str:
     return text
 
 
+async def _until_readable(store: MessageStore, timeout: float = 30.0) -> float:  # noqa: ASYNC109
+    """Seconds until every appended byte is committed, i.e. readable (0 without a pool)."""
+    mfq = store.commit_log.mapped_file_queue
+    t0 = time.perf_counter()
+    while store.commit_log.get_max_offset() < mfq.get_max_wrote_position():
+        if time.perf_counter() - t0 > timeout:
+            break
+        await asyncio.sleep(0.001)
+    return time.perf_counter() - t0
+
+
+POOL_WHY_SYNC = ("SYNC_FLUSH with the pool: RocketMQ 5 allows it (4.x's isTransientStorePoolEnable required "
+                 "ASYNC_FLUSH), but a put is durable only once CommitRealTimeService has copied it into the "
+                 "file, which waits for commitCommitLogLeastPages pages or the commitCommitLogThoroughInterval "
+                 "(200 ms), so group commit answers in batches about that far apart")
+POOL_WHY_SLAVE = "not measured on a SLAVE: upstream never uses the pool there (outside controller mode)"
+
+
+async def run_pool_comparison(args: argparse.Namespace, base: str, size: int, seg: int, warm: bool,
+                              raw: float) -> None:
+    """The same appends with transientStorePoolEnable off and on, one after the other."""
+    pool = args.pool_size
+    print(f"transient store pool: transientStorePoolSize={pool} buffers of one {args.segment_mb} MiB segment, "
+          "commitIntervalCommitLog=200 ms, commitCommitLogLeastPages=4, commitCommitLogThoroughInterval=200 ms")
+    rows: dict[str, dict[bool, str]] = {}
+    for on in (False, True):
+        tag = "pool" if on else "nopool"
+        n_pool = pool if on else 0
+        rate, store, cpu = await _append(os.path.join(base, f"async-{tag}"), ASYNC_FLUSH, args.messages, size, seg,
+                                         1, warm, pool=n_pool)
+        lag = await _until_readable(store)
+        if store.transient_store_pool is not None and store.transient_store_pool._locked:
+            locked = f"{len(store.transient_store_pool._locked)}/{pool} mlock'd"
+        else:
+            locked = "mlock refused (RLIMIT_MEMLOCK)" if on else "-"
+        await store.shutdown()
+        rows.setdefault("ASYNC_FLUSH append, 1 writer", {})[on] = (
+            f"{rate:>10,.0f} msgs/s {rate / raw:6.1%} of raw, {cpu:5.2f} µs CPU/msg")
+        rows.setdefault("  then all readable (committed) after", {})[on] = f"{lag * 1000:>10,.1f} ms ({locked})"
+        brate, store, bcpu = await _append(os.path.join(base, f"asyncb-{tag}"), ASYNC_FLUSH, args.messages, size,
+                                           seg, 1, warm, batch=32, pool=n_pool)
+        await _until_readable(store)
+        await store.shutdown()
+        rows.setdefault("ASYNC_FLUSH batch append (32/put_messages)", {})[on] = (
+            f"{brate:>10,.0f} msgs/s {brate / raw:6.1%} of raw, {bcpu:5.2f} µs CPU/msg")
+        sync_n = args.writers * 4
+        srate, store, _ = await _append(os.path.join(base, f"syncN-{tag}"), SYNC_FLUSH, sync_n, size, seg,
+                                        args.writers, warm, pool=n_pool)
+        await store.shutdown()
+        rows.setdefault(f"SYNC_FLUSH group commit, {args.writers} writers", {})[on] = f"{srate:>10,.0f} msgs/s"
+    print(f"{'':<44} {'transientStorePoolEnable=false':<44} {'transientStorePoolEnable=true'}")
+    for name, cols in rows.items():
+        print(f"{name:<44} {cols[False]:<44} {cols[True]}")
+    print()
+    print(f"note: {POOL_WHY_SYNC}.")
+    print(f"note: {POOL_WHY_SLAVE}.")
+    print("note: with the pool a kill -9 loses what was acknowledged but not yet committed (at most one "
+          "commit interval); without it appends are in the page cache at once.")
+
+
 async def run(args: argparse.Namespace) -> int:
     warm = not args.no_warm
     base = args.dir or tempfile.mkdtemp(prefix="orbitmq-bench-store-")
@@ -150,6 +216,9 @@ async def run(args: argparse.Namespace) -> int:
         print(f"store benchmark in {base}: {args.messages:,} x {size} B messages, {QUEUES} queues, "
               f"{args.segment_mb} MiB segments, warmMapedFileEnable={str(warm).lower()}")
         print(_line("raw os.write of records", raw, size))
+        if args.transient_store_pool:
+            await run_pool_comparison(args, base, size, seg, warm, raw)
+            return 0
 
         rate, store, put_cpu = await _append(os.path.join(base, "async"), ASYNC_FLUSH, args.messages, size, seg, 1,
                                              warm)
@@ -202,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--writers", type=int, default=64, help="concurrent writers for group commit")
     p.add_argument("--segment-mb", type=int, default=256, help="CommitLog segment size (MiB)")
     p.add_argument("--keep", action="store_true", help="keep the store directory")
+    p.add_argument("--transient-store-pool", action="store_true", help="compare the appends with "
+                   "transientStorePoolEnable off and on (instead of the standard runs)")
+    p.add_argument("--pool-size", type=int, default=5, help="transientStorePoolSize for --transient-store-pool")
     p.add_argument("--no-warm", action="store_true", help="measure with warmMapedFileEnable=false (the default "
                    "store config): fresh segment pages fault on first write")
     return asyncio.run(run(p.parse_args(argv)))
