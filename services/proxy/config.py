@@ -9,6 +9,7 @@ from orbitmq.auth.config import AuthConfig
 from orbitmq.common.constants import DEFAULT_CLUSTER, NAMESRV_ADDR_ENV
 
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+PROCESSOR_NUMBER = os.cpu_count() or 1  # upstream's PROCESSOR_NUMBER, the default pool sizes
 
 
 def _default_namesrv() -> str:
@@ -75,8 +76,6 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     # Server keepalive pings reap half-open connections: a ping unanswered this long closes it.
     grpc_keepalive_time_millis: int = 60_000
     grpc_keepalive_timeout_millis: int = 20_000
-    # A connection with no RPC this long is closed with GOAWAY (clients reconnect when needed).
-    grpc_max_connection_idle_millis: int = 600_000
     max_message_size: int = MAX_MESSAGE_SIZE
     enable_message_body_empty_check: bool = True
     max_user_property_size: int = 16 * 1024
@@ -109,8 +108,21 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     metadata_cache_expired_millis: int = 3_000
     # How often gRPC clients are re-announced to brokers (HEART_BEAT on their behalf).
     heartbeat_interval_millis: int = 10_000
-    # A gRPC client silent this long is unregistered from brokers.
+    # A gRPC client silent this long is unregistered from brokers, and a connection with no RPC
+    # this long is closed with GOAWAY (GrpcServerBuilder's maxConnectionIdle; clients reconnect).
     grpc_client_idle_time_mills: int = 120_000
+    # Calls in flight per RPC family: pool size + queue capacity, upstream's executor keys
+    # (services/proxy/flow_limit.py); past it TOO_MANY_REQUESTS "flow limit".
+    grpc_route_thread_pool_nums: int = PROCESSOR_NUMBER
+    grpc_route_thread_queue_capacity: int = 10_000
+    grpc_producer_thread_pool_nums: int = PROCESSOR_NUMBER
+    grpc_producer_thread_queue_capacity: int = 10_000
+    grpc_consumer_thread_pool_nums: int = PROCESSOR_NUMBER
+    grpc_consumer_thread_queue_capacity: int = 10_000
+    grpc_client_manager_thread_pool_nums: int = PROCESSOR_NUMBER
+    grpc_client_manager_thread_queue_capacity: int = 10_000
+    grpc_transaction_thread_pool_nums: int = PROCESSOR_NUMBER
+    grpc_transaction_thread_queue_capacity: int = 10_000
     # HeartbeatSyncer (services/proxy/heartbeat_syncer.py): the proxies tell each other their
     # subscribed PullConsumers through this topic (one queue on every master of the cluster named
     # here; empty = rocketMQClusterName), every heartbeatIntervalMillis and on every change.

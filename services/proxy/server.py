@@ -92,7 +92,7 @@ class ProxyServer:
         self.consumer = ConsumerActivity(cfg, cluster, self.clients)
         self.route = RouteActivity(cfg, cluster, self.clients)  # its HeartbeatSyncer stops with the server
         service = MessagingService(self.route, ProducerActivity(cfg, cluster), self.consumer,
-                                   OffsetActivity(cfg, cluster), self.clients)
+                                   OffsetActivity(cfg, cluster), self.clients, cfg)
         # Transactions (services/proxy/transaction.py): EndTransaction and the check-back relay.
         service.transactions = TransactionActivity(cfg, cluster, self.clients)
         service.transactions.start()
@@ -124,7 +124,7 @@ class ProxyServer:
             # answers) would hold its streams and what they popped that long
             # (tests/integration/test_abusive_grpc.py).
             ("grpc.http2.ping_timeout_ms", cfg.grpc_keepalive_timeout_millis),
-            ("grpc.max_connection_idle_ms", cfg.grpc_max_connection_idle_millis),
+            ("grpc.max_connection_idle_ms", cfg.grpc_client_idle_time_mills),
         ])
         if self.metrics is not None:
             self.metrics.instrument(service)  # counting wrappers, not an interceptor (cheaper per call)

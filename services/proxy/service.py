@@ -24,8 +24,10 @@ from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
 from orbitmq.proxy import errors
 from orbitmq.proxy.client_manager import ClientManager
 from orbitmq.proxy.client_relay import ClientRequestRelay
+from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.consumer import ConsumerActivity
 from orbitmq.proxy.context import ProxyContext
+from orbitmq.proxy.flow_limit import FLOW_LIMIT_MESSAGE, Family, family_limits
 from orbitmq.proxy.offsets import OffsetActivity
 from orbitmq.proxy.producer import ProducerActivity
 from orbitmq.proxy.recall import RecallActivity
@@ -46,7 +48,7 @@ def telemetry_refusal(status: pb.Status) -> tuple[grpc.StatusCode, str]:
 
 class MessagingService(sgrpc.MessagingServiceServicer):
     def __init__(self, route: RouteActivity, producer: ProducerActivity, consumer: ConsumerActivity,
-                 offsets: OffsetActivity, clients: ClientManager) -> None:
+                 offsets: OffsetActivity, clients: ClientManager, config: ProxyConfig | None = None) -> None:
         self.route = route
         self.producer = producer
         self.consumer = consumer
@@ -60,16 +62,24 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.recall: RecallActivity | None = None
         # ReceiveMessage calls in progress (long polls), against grpcMaxLongPollingRequests
         self.held_receives = 0
+        # Calls in flight per Family, against upstream's pool keys (services/proxy/flow_limit.py).
+        self.flow_limits = family_limits(config or ProxyConfig())
+        self.in_flight = [0] * len(Family)
 
-    @staticmethod
-    async def _unary(context: grpc.aio.ServicerContext, response_cls: type,
-                     handler: Callable[[ProxyContext], Awaitable[Any]]) -> Any:
+    async def _unary(self, context: grpc.aio.ServicerContext, response_cls: type,
+                     handler: Callable[[ProxyContext], Awaitable[Any]], family: Family) -> Any:
         ctx = ProxyContext.from_grpc(context)
+        in_flight = self.in_flight
+        if in_flight[family] >= self.flow_limits[family]:
+            return response_cls(status=errors.status(Code.TOO_MANY_REQUESTS, FLOW_LIMIT_MESSAGE))
+        in_flight[family] += 1
         try:
             ctx.require_client_id()
             return await handler(ctx)
         except Exception as exc:  # noqa: BLE001 -- reported to the caller as a Status
             return response_cls(status=errors.status_of(exc))
+        finally:
+            in_flight[family] -= 1
 
     async def _stream(self, context: grpc.aio.ServicerContext, response_cls: type,
                       handler: Callable[[ProxyContext], AsyncIterator[Any]]) -> AsyncIterator[Any]:
@@ -85,18 +95,20 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     # ---- route / client ---------------------------------------------------------------------
 
     async def QueryRoute(self, request, context):
-        return await self._unary(context, spb.QueryRouteResponse, lambda ctx: self.route.query_route(request))
+        return await self._unary(context, spb.QueryRouteResponse, lambda ctx: self.route.query_route(request),
+                                 Family.ROUTE)
 
     async def QueryAssignment(self, request, context):
         return await self._unary(context, spb.QueryAssignmentResponse,
-                                 lambda ctx: self.route.query_assignment(request, ctx))
+                                 lambda ctx: self.route.query_assignment(request, ctx), Family.ROUTE)
 
     async def Heartbeat(self, request, context):
-        return await self._unary(context, spb.HeartbeatResponse, lambda ctx: self.clients.heartbeat(ctx, request))
+        return await self._unary(context, spb.HeartbeatResponse, lambda ctx: self.clients.heartbeat(ctx, request),
+                                 Family.CLIENT_MANAGER)
 
     async def NotifyClientTermination(self, request, context):
         return await self._unary(context, spb.NotifyClientTerminationResponse,
-                                 lambda ctx: self.clients.terminate(ctx, request))
+                                 lambda ctx: self.clients.terminate(ctx, request), Family.CLIENT_MANAGER)
 
     async def Telemetry(self, request_iterator, context):
         ctx = ProxyContext.from_grpc(context)
@@ -160,24 +172,33 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def SendMessage(self, request, context):
         # _unary inlined (same steps, same Status on failure): the hottest RPC skips a lambda and a frame.
         ctx = ProxyContext.from_grpc(context)
+        in_flight = self.in_flight
+        if in_flight[Family.PRODUCER] >= self.flow_limits[Family.PRODUCER]:
+            return spb.SendMessageResponse(status=errors.status(Code.TOO_MANY_REQUESTS, FLOW_LIMIT_MESSAGE))
+        in_flight[Family.PRODUCER] += 1
         try:
             ctx.require_client_id()
             return await self.producer.send_message(ctx, request)
         except Exception as exc:  # noqa: BLE001 -- reported to the caller as a Status
             return spb.SendMessageResponse(status=errors.status_of(exc))
+        finally:
+            in_flight[Family.PRODUCER] -= 1
 
     async def EndTransaction(self, request, context):
         transactions = self.transactions
         if transactions is None:
-            return await self._unary(context, spb.EndTransactionResponse, _not_implemented("EndTransaction"))
+            return await self._unary(context, spb.EndTransactionResponse, _not_implemented("EndTransaction"),
+                                     Family.TRANSACTION)
         return await self._unary(context, spb.EndTransactionResponse,
-                                 lambda ctx: transactions.end_transaction(ctx, request))
+                                 lambda ctx: transactions.end_transaction(ctx, request), Family.TRANSACTION)
 
     async def RecallMessage(self, request, context):
         recall = self.recall
         if recall is None:
-            return await self._unary(context, spb.RecallMessageResponse, _not_implemented("RecallMessage"))
-        return await self._unary(context, spb.RecallMessageResponse, lambda ctx: recall.recall_message(ctx, request))
+            return await self._unary(context, spb.RecallMessageResponse, _not_implemented("RecallMessage"),
+                                     Family.PRODUCER)
+        return await self._unary(context, spb.RecallMessageResponse, lambda ctx: recall.recall_message(ctx, request),
+                                 Family.PRODUCER)
 
     # ---- consumer ---------------------------------------------------------------------------
 
@@ -206,22 +227,29 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def AckMessage(self, request, context):
         # _unary inlined, as for SendMessage.
         ctx = ProxyContext.from_grpc(context)
+        in_flight = self.in_flight
+        if in_flight[Family.CONSUMER] >= self.flow_limits[Family.CONSUMER]:
+            return spb.AckMessageResponse(status=errors.status(Code.TOO_MANY_REQUESTS, FLOW_LIMIT_MESSAGE))
+        in_flight[Family.CONSUMER] += 1
         try:
             ctx.require_client_id()
             return await self.consumer.ack_message(ctx, request)
         except Exception as exc:  # noqa: BLE001 -- reported to the caller as a Status
             return spb.AckMessageResponse(status=errors.status_of(exc))
+        finally:
+            in_flight[Family.CONSUMER] -= 1
 
     async def ChangeInvisibleDuration(self, request, context):
         return await self._unary(context, spb.ChangeInvisibleDurationResponse,
-                                 lambda ctx: self.consumer.change_invisible_duration(ctx, request))
+                                 lambda ctx: self.consumer.change_invisible_duration(ctx, request), Family.CONSUMER)
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
         return await self._unary(context, spb.ForwardMessageToDeadLetterQueueResponse,
-                                 lambda ctx: self.consumer.forward_to_dlq(ctx, request))
+                                 lambda ctx: self.consumer.forward_to_dlq(ctx, request), Family.PRODUCER)
 
     async def SyncLiteSubscription(self, request, context):
-        return await self._unary(context, spb.SyncLiteSubscriptionResponse, _not_implemented("SyncLiteSubscription"))
+        return await self._unary(context, spb.SyncLiteSubscriptionResponse, _not_implemented("SyncLiteSubscription"),
+                                 Family.CLIENT_MANAGER)
 
     # ---- offsets ----------------------------------------------------------------------------
 
@@ -232,14 +260,15 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     async def UpdateOffset(self, request, context):
         return await self._unary(context, spb.UpdateOffsetResponse,
-                                 lambda ctx: self.offsets.update_offset(ctx, request))
+                                 lambda ctx: self.offsets.update_offset(ctx, request), Family.CONSUMER)
 
     async def GetOffset(self, request, context):
-        return await self._unary(context, spb.GetOffsetResponse, lambda ctx: self.offsets.get_offset(ctx, request))
+        return await self._unary(context, spb.GetOffsetResponse, lambda ctx: self.offsets.get_offset(ctx, request),
+                                 Family.CONSUMER)
 
     async def QueryOffset(self, request, context):
         return await self._unary(context, spb.QueryOffsetResponse,
-                                 lambda ctx: self.offsets.query_offset(ctx, request))
+                                 lambda ctx: self.offsets.query_offset(ctx, request), Family.CONSUMER)
 
 
 def _not_implemented(name: str) -> Callable[[ProxyContext], Awaitable[Any]]:
