@@ -110,10 +110,7 @@ class StoreReplication:
             return False
         cl = store.commit_log
         mfq = cl.mapped_file_queue
-        if cl.transient_store_pool is not None and mfq.get_max_wrote_position() > cl.get_max_offset():
-            # Records this broker appended as a master still in a pool buffer: into the file
-            # first (AutoSwitchHAService#changeToSlave waits for all to be committed).
-            mfq.commit_all()
+        self._commit_pending()
         local_max = cl.get_max_offset()
         if start_offset != local_max:
             if local_max != 0 or start_offset % cl.file_size:
@@ -145,10 +142,20 @@ class StoreReplication:
         store.reput_service.wakeup()
         return True
 
+    def _commit_pending(self) -> None:
+        """Records this broker appended as a master still in a transient store pool buffer go
+        into the file first, so truncation and replicated appends see the whole log
+        (AutoSwitchHAService#changeToSlave waits for all to be committed)."""
+        cl = self.store.commit_log
+        mfq = cl.mapped_file_queue
+        if cl.transient_store_pool is not None and mfq.get_max_wrote_position() > cl.get_max_offset():
+            mfq.commit_all()
+
     def truncate_files(self, offset: int) -> bool:
         """Drop every CommitLog byte from ``offset`` on (a record boundary) and the
         ConsumeQueue/index entries of those records; dispatch restarts at ``offset``."""
         store = self.store
+        self._commit_pending()
         cl = store.commit_log
         if offset >= cl.get_max_offset():
             return True
@@ -179,6 +186,7 @@ class StoreReplication:
         """Cut a partially written tail: scan from the dispatch offset, cut at the first record
         that does not decode. The cut offset, or -1 when there was nothing to check."""
         store = self.store
+        self._commit_pending()
         cl = store.commit_log
         rs = store.reput_service
         offset = rs.reput_from_offset

@@ -353,3 +353,66 @@ def test_a_warmed_segment_is_mlocked_where_the_os_allows(tmp_path):
         assert transient_store_pool.mlock(big, 1 << 46) is False
     finally:
         big.close()
+
+
+async def test_truncating_a_log_with_records_still_in_the_buffer(tmp_path):
+    """A controller-mode master turned replica: the records in its buffer go into the file before
+    the truncation to the new master's offset (AutoSwitchHAService#changeToSlave's commit wait)."""
+    store = MessageStore(make_config(tmp_path, **STALLED))
+    await store.start()
+    try:
+        results = [await store.put_message(msg(i)) for i in range(5)]
+        cut = results[2].append_message_result.wrote_offset
+        mfq = store.commit_log.mapped_file_queue
+        assert store.commit_log.get_max_offset() == 0 < cut
+        assert store.replication.truncate_files(cut)
+        assert store.commit_log.get_max_offset() == mfq.get_max_wrote_position() == cut
+        store.reput_service.wakeup()
+        await settle(store)
+        assert bodies(store) == [bytes([0]) * 100, bytes([1]) * 100]
+        store.replication.recover_topic_queue_table()  # what a new master does before its first put
+        assert (await store.put_message(msg(7))).append_message_result.logics_offset == 2
+    finally:
+        await store.shutdown()
+
+
+class _Writer:
+    """Collects what an AutoSwitchHAConnection writes to its slave."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def get_extra_info(self, name: str):
+        return ("127.0.0.1", 1)
+
+    def write(self, b: bytes) -> None:
+        self.data += b
+
+    async def drain(self) -> None:
+        return None
+
+
+async def test_ha_transfer_sends_committed_bytes_only(tmp_path):
+    """AutoSwitchHAConnection: a slave is sent the committed part of the log, never more."""
+    from orbitmq.broker.ha.epoch_file import EpochEntry
+    from orbitmq.broker.ha.ha_connection import AutoSwitchHAConnection
+
+    store = MessageStore(make_config(tmp_path, **STALLED))
+    await store.start()
+    try:
+        service = SimpleNamespace(store=store, store_config=store.config)
+        conn = AutoSwitchHAConnection(service, None, _Writer())
+        conn.next_transfer_from_where = 0
+        epoch = EpochEntry(1, 0)
+        r = await store.put_message(msg(1))
+        assert not await conn._transfer_once(epoch, None)  # in the buffer only: nothing to send
+        assert conn.writer.data == b""
+        store.commit_log.mapped_file_queue.commit(0)
+        await store.put_message(msg(2))  # not committed: stays behind
+        assert await conn._transfer_once(epoch, None)
+        end = r.append_message_result.wrote_offset + r.append_message_result.wrote_bytes
+        assert conn.next_transfer_from_where == end
+        assert conn.writer.data.endswith(bytes(store.commit_log.get_message(0, end)))
+        assert not await conn._transfer_once(epoch, None)
+    finally:
+        await store.shutdown()
