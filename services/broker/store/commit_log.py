@@ -3,8 +3,10 @@
 Appends run on the event loop thread only (batches and segment rollover also under
 putMessageLock): they assign physical offsets, per topic-queue logical offsets
 (topicQueueTable) and non-decreasing store timestamps, and copy the encoded records into the
-mmap'd segment. Durability is the flush services' job (flush.py), so an ASYNC_FLUSH append
-costs one CRC32, one struct pack and one memcpy per record and no disk wait.
+mmap'd segment (``MappedFile.wbuf``: its transient store pool buffer when it holds one, which
+CommitRealTimeService then commits into the file). Durability is the flush services' job
+(flush.py), so an ASYNC_FLUSH append costs one CRC32, one struct pack and one memcpy per
+record and no disk wait.
 
 Three ways records get written, each keeping only what a measurement justified (per-path
 figures in the docstrings: 1 KiB messages, this CommitLog alone, writer-thread CPU, medians of

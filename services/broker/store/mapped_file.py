@@ -135,6 +135,7 @@ class MappedFile:
         self.transient_store_pool: TransientStorePool | None = None
         # Serialises commits (the commit thread's, and a replica's append or a truncation).
         self._commit_lock = threading.Lock()
+        self._buf_lock = threading.Lock()
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
@@ -218,9 +219,10 @@ class MappedFile:
         return True
 
     def _give_back_buffer(self) -> None:
-        buf = self.write_buffer
+        """Return the buffer once (the commit thread and an unmapping may both get here)."""
+        with self._buf_lock:  # taken last, never while another lock is wanted: no lock order
+            buf, self.write_buffer = self.write_buffer, None
         if buf is not None:
-            self.write_buffer = None
             self.wbuf = self.mm
             self.transient_store_pool.return_buffer(buf)
 
@@ -281,7 +283,9 @@ class MappedFile:
     def set_positions(self, pos: int) -> None:
         if self.write_buffer is not None:
             with self._commit_lock:  # keep what was written before ``pos``: it is not in the file yet
-                self._commit0(self.write_buffer, min(pos, self.wrote_position))
+                buf = self.write_buffer
+                if buf is not None:
+                    self._commit0(buf, min(pos, self.wrote_position))
         self.wrote_position = self.committed_position = self.flushed_position = pos
 
     def is_able_to_flush(self, least_pages: int) -> bool:
