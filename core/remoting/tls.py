@@ -101,6 +101,47 @@ def _generate_with_cryptography(cert_path: str, key_path: str, hosts: tuple[str,
     Path(cert_path).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
+def is_encrypted_key(pem: bytes) -> bool:
+    """A PKCS#8 "ENCRYPTED PRIVATE KEY" or a traditional PEM key with "Proc-Type: 4,ENCRYPTED"."""
+    return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in pem or b"Proc-Type: 4,ENCRYPTED" in pem
+
+
+def private_key_pem(key_path: str, password: str = "") -> bytes:
+    """The private key at ``key_path`` as unencrypted PEM, in memory only, for TLS stacks that take
+    key bytes (grpcio's server credentials cannot take a password). An encrypted key is decrypted
+    with ``password`` (tls.server.keyPassword) by the cryptography package when installed, else by
+    ``openssl pkey`` given the password through its environment (never on its command line).
+    Blocking. ValueError naming the file when it is encrypted and the password is missing or wrong."""
+    pem = Path(key_path).read_bytes()
+    if not is_encrypted_key(pem):
+        return pem
+    if not password:
+        raise ValueError(f"TLS key {key_path} is encrypted: set tls.server.keyPassword")
+    try:
+        from cryptography.hazmat.primitives import serialization
+    except ImportError:
+        return _decrypt_with_openssl(key_path, password)
+    try:
+        key = serialization.load_pem_private_key(pem, password.encode("utf-8"))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"TLS key {key_path}: cannot decrypt it with tls.server.keyPassword ({exc})") from None
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _decrypt_with_openssl(key_path: str, password: str) -> bytes:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ValueError(f"TLS key {key_path} is encrypted: decrypting it needs the cryptography package or openssl")
+    env = {**os.environ, "ORBITMQ_TLS_KEY_PASSWORD": password}
+    done = subprocess.run([openssl, "pkey", "-in", key_path, "-passin", "env:ORBITMQ_TLS_KEY_PASSWORD"],
+                          env=env, capture_output=True, timeout=30, check=False)
+    if done.returncode != 0 or b"PRIVATE KEY-----" not in done.stdout:
+        reason = done.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+        raise ValueError(f"TLS key {key_path}: cannot decrypt it with tls.server.keyPassword ({' '.join(reason)})")
+    return done.stdout
+
+
 def server_ssl_context(config: Any) -> ssl.SSLContext | None:
     """The server context a config asks for (None: plaintext only). Blocking (may write a pair)."""
     mode = str(getattr(config, "tls_server_mode", DISABLED)).strip().lower()

@@ -48,6 +48,9 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     tls_test_mode_enable: bool = False
     tls_key_path: str = ""
     tls_cert_path: str = ""
+    # The password of an encrypted tlsKeyPath (PKCS#8 or traditional PEM), TlsSystemConfig's key as
+    # upstream's Remoting port reads it; upstream's gRPC port takes no encrypted key, this one does.
+    tls_server_key_password: str = field(default="", metadata={"key": "tls.server.keyPassword"})
     # How often the proxy looks for a new tlsCertPath/tlsKeyPath pair (rotated certificates).
     tls_cert_watch_interval_ms: int = 60 * 60 * 1000
     tls_server_mode: str = field(default="permissive", metadata={"key": "tls.server.mode"})

@@ -187,7 +187,8 @@ class ProxyServer:
         """Blocking: the new pair (and trust roots) for grpc's next handshakes."""
         assert self._credentials is not None
         cfg = self.config
-        self._credentials.replace(cfg.tls_cert_path, cfg.tls_key_path, tls.client_auth_roots(cfg))
+        self._credentials.replace(cfg.tls_cert_path, cfg.tls_key_path, tls.client_auth_roots(cfg),
+                                  cfg.tls_server_key_password)
 
     async def shutdown(self) -> None:
         if self._cert_watch is not None:

@@ -33,6 +33,7 @@ from orbitmq.remoting.tls import (
     CLIENT_AUTH_OPTIONAL,
     generate_self_signed,
     need_client_auth,
+    private_key_pem,
 )
 
 log = logging.getLogger("orbitmq.proxy.tls")
@@ -108,7 +109,7 @@ def _load_or_make(config: object, workdir: str | None) -> tuple[bytes, bytes]:
             cert, key = os.path.join(base, "rocketmq.crt"), os.path.join(base, "rocketmq.key")
         generate_self_signed(cert, key)
         log.info("tlsTestModeEnable: serving a self-signed certificate %s", cert)
-    return Path(cert).read_bytes(), Path(key).read_bytes()
+    return Path(cert).read_bytes(), private_key_pem(key, getattr(config, "tls_server_key_password", ""))
 
 
 # ---- certificate rotation -----------------------------------------------------------------------
@@ -131,12 +132,12 @@ class ReloadableCredentials:
         replacement, self._next = self._next, None  # called on grpc's threads: one swap, no lock needed
         return replacement
 
-    def replace(self, cert_path: str, key_path: str, roots: bytes | None) -> None:
-        """Blocking. Raises (ssl.SSLError, OSError) when the files do not make a pair yet, e.g. the
-        certificate was replaced before its key: grpc then keeps serving the old one."""
+    def replace(self, cert_path: str, key_path: str, roots: bytes | None, key_password: str = "") -> None:
+        """Blocking. Raises (ssl.SSLError, OSError, ValueError) when the files do not make a pair
+        yet, e.g. the certificate was replaced before its key: grpc then keeps serving the old one."""
         probe = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        probe.load_cert_chain(cert_path, key_path)
-        chain, key = Path(cert_path).read_bytes(), Path(key_path).read_bytes()
+        probe.load_cert_chain(cert_path, key_path, key_password or None)
+        chain, key = Path(cert_path).read_bytes(), private_key_pem(key_path, key_password)
         self._next = grpc.ssl_server_certificate_configuration([(key, chain)], root_certificates=roots)
 
 

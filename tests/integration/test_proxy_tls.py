@@ -140,3 +140,59 @@ def test_a_rotated_certificate_is_served_without_a_restart(tmp_path: Path) -> No
         with grpc.insecure_channel(endpoint) as plain:  # the plaintext side is untouched
             assert _route(plain).status.code == pb.Code.OK
         assert "do not load yet" in proxy.log_text() and proxy.popen.poll() is None
+
+
+def _encrypted_pair(base: Path, password: str, pkcs8: bool) -> tuple[Path, Path]:
+    """A self-signed pair whose key is encrypted with ``password`` (PKCS#8, or traditional PEM)."""
+    from orbitmq.remoting.tls import generate_self_signed
+
+    base.mkdir(parents=True, exist_ok=True)
+    cert, plain, key = base / "server.crt", base / "plain.key", base / "server.key"
+    generate_self_signed(str(cert), str(plain))
+    args = ["openssl", "pkey", "-in", str(plain), "-aes-256-cbc", "-passout", f"pass:{password}", "-out", str(key)]
+    if not pkcs8:
+        args.insert(2, "-traditional")
+    subprocess.run(args, check=True, capture_output=True, timeout=60)
+    plain.unlink()
+    return cert, key
+
+
+@pytest.mark.parametrize("pkcs8", [True, False], ids=["pkcs8", "traditional"])
+def test_an_encrypted_key_with_its_password(tmp_path: Path, pkcs8: bool) -> None:
+    """tls.server.keyPassword opens an encrypted tlsKeyPath for the gRPC port (upstream's gRPC port
+    cannot) and for the Remoting port, in enforcing mode."""
+    import socket
+    import ssl
+
+    cert, key = _encrypted_pair(tmp_path / "pki", "s3cret pass", pkcs8)
+    assert b"ENCRYPTED" in key.read_bytes()
+    remoting_port = free_port()
+    extra = ("tls.server.mode=enforcing", f"tlsCertPath={cert}", f"tlsKeyPath={key}",
+             "tls.server.keyPassword=s3cret pass", f"remotingListenPort={remoting_port}")
+    with running(tmp_path) as runner:
+        _, namesrv = start_namesrv(runner, name="namesrv")
+        start_broker(runner, tmp_path, namesrv)
+        port = free_port()
+        proxy = runner.start("proxy", ["-n", namesrv, "--port", str(port), "autoCreateTopicEnable=true", *extra],
+                             ready_port=port, name="proxy", timeout=30)
+        endpoint = f"127.0.0.1:{port}"
+        assert _secure_route_ok(endpoint, cert)
+        context = ssl.create_default_context(cafile=str(cert))
+        with socket.create_connection(("127.0.0.1", remoting_port), timeout=10) as raw, \
+                context.wrap_socket(raw, server_hostname="127.0.0.1") as tls_socket:
+            assert tls_socket.version() is not None  # the Remoting port's handshake with the same key
+        assert proxy.popen.poll() is None
+        assert b"s3cret" not in proxy.log_path.read_bytes()  # the password is never logged
+
+
+@pytest.mark.parametrize("password", ["", "wrong"], ids=["missing", "wrong"])
+def test_an_encrypted_key_without_its_password_stops_the_start(tmp_path: Path, password: str) -> None:
+    cert, key = _encrypted_pair(tmp_path / "pki", "right", pkcs8=True)
+    with running(tmp_path) as runner:
+        _, namesrv = start_namesrv(runner, name="namesrv")
+        port = free_port()
+        proxy = runner.spawn("proxy", ["-n", namesrv, "--port", str(port), "tls.server.mode=enforcing",
+                                       f"tlsCertPath={cert}", f"tlsKeyPath={key}", f"tls.server.keyPassword={password}"],
+                             name="proxy")
+        assert proxy.popen.wait(60) != 0
+        assert "tls.server.keyPassword" in proxy.log_text()

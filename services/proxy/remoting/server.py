@@ -395,6 +395,7 @@ def _tls_config(config: ProxyConfig) -> Any:
     return SimpleNamespace(
         tls_server_mode=config.tls_server_mode, tls_test_mode_enable=config.tls_test_mode_enable,
         tls_server_cert_path=config.tls_cert_path, tls_server_key_path=config.tls_key_path,
+        tls_server_key_password=config.tls_server_key_password,
         tls_server_need_client_auth=config.tls_server_need_client_auth,
         tls_server_auth_client=config.tls_server_auth_client,
         tls_server_trust_cert_path=config.tls_server_trust_cert_path)
