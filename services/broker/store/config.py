@@ -91,6 +91,10 @@ class MessageStoreConfig(ConfigBase):
     # copies them into the file every commitIntervalCommitLog ms and readers (dispatch, pulls, HA)
     # only ever see what was copied. Honoured as DefaultMessageStore#isTransientStorePoolEnable
     # decides in RocketMQ 5 (see MessageStoreConfig.transient_store_pool_effective).
+    # A send is acknowledged once in the buffer, as upstream: kill -9 of the broker loses the
+    # acknowledged records not yet committed (about one commit interval's); committed ones are in
+    # the page cache, which outlives the process. A machine crash loses what was not flushed,
+    # with or without the pool.
     transient_store_pool_enable: bool = False
     transient_store_pool_size: int = 5
     commit_interval_commit_log: int = 200

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from orbitmq.broker.store.allocate import WarmAheadService
 from orbitmq.broker.store.checkpoint import StoreCheckpoint
 from orbitmq.broker.store.commit_log import CommitLog
-from orbitmq.broker.store.config import MessageStoreConfig
+from orbitmq.broker.store.config import OS_PAGE_SIZE, MessageStoreConfig
 from orbitmq.broker.store.consume_queue import ConsumeQueue
 from orbitmq.broker.store.service_thread import ServiceThread
 
@@ -132,7 +132,8 @@ class CommitRealTimeService(ServiceThread):
             if not files:
                 return
             mf = files[-1]
-            if (mf.wrote_position // 4096) - (mf.committed_position // 4096) < cfg.commit_commit_log_least_pages:
+            pending = mf.wrote_position // OS_PAGE_SIZE - mf.committed_position // OS_PAGE_SIZE
+            if pending < cfg.commit_commit_log_least_pages:
                 return
         self._wake.set()
 
