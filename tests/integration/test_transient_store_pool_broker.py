@@ -118,3 +118,35 @@ async def test_pool_broker_round_trip_and_kill_9(procs, tmp_path: Path) -> None:
     log_text = proc.log_text()
     assert "transient store pool: 3 buffers" in log_text and "Traceback" not in log_text, proc.log_tail()
     print(f"second batch records surviving kill -9 per queue: {survived} of {len(second) // QUEUES}")
+
+
+async def test_exhausted_pool_answers_system_busy(procs, tmp_path: Path) -> None:
+    """SendMessageProcessor#rejectRequest while isTransientStorePoolDeficient: SYSTEM_BUSY
+    "[REJECTREQUEST]…"; everything acknowledged before is kept by a clean stop."""
+    keys = dict(brokerClusterName="PoolCluster", brokerName="broker-pool-busy", autoCreateTopicEnable="true",
+                autoCreateSubscriptionGroup="true", transientStorePoolEnable="true", transientStorePoolSize="2",
+                mappedFileSizeCommitLog=str(64 * 1024), commitIntervalCommitLog="3600000",
+                commitCommitLogThoroughInterval="3600000", commitCommitLogLeastPages="100000")
+    port = free_port_pair()
+    conf = write_broker_conf(tmp_path / "broker-pool-busy.conf", port, tmp_path / "store", **keys)
+    addr = f"127.0.0.1:{port}"
+    proc = await aboot_broker(procs, conf, port, name="broker-pool-busy")
+    acked: list[bytes] = []
+    async with RemotingClient() as client:
+        # The first segment keeps its buffer (never committed here), the second takes the last
+        # one, and from then on the pool is deficient. (With transientStorePoolSize=1 the active
+        # segment alone exhausts it: every send is refused, as upstream.)
+        for i in range(200):
+            body = f"busy-{i}-".encode() * 100
+            r = await call(client, addr, RequestCode.SEND_MESSAGE_V2, send_fields(0), body)
+            if r.code != ResponseCode.SUCCESS:
+                break
+            acked.append(body)
+        assert r.code == ResponseCode.SYSTEM_BUSY, (r.code, r.remark)
+        assert r.remark == "[REJECTREQUEST]system busy, start flow control for a while"
+        assert 40 < len(acked) < 200
+    assert await proc.async_stop() == 0, proc.log_tail()  # shutdown commits, then flushes
+    proc = await aboot_broker(procs, conf, port, name="broker-pool-busy-2")
+    async with RemotingClient() as client:
+        await wait_readable(client, addr, [acked, []])
+    assert await proc.async_stop() == 0, proc.log_tail()
