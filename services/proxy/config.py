@@ -30,8 +30,11 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     # host, else the address the client dialled) with this port.
     remoting_listen_port: int = 8080
     remoting_access_addr: str = ""
-    # The address clients are told to dial (QueryRoute endpoints); empty = the address they used.
+    # The address clients are told to dial (QueryRoute endpoints); empty = the host they used,
+    # with grpcServerPort, or with the port they used too when useEndpointPortFromRequest is set
+    # (for NodePorts and load balancers whose port is not the proxy's).
     local_serve_addr: str = ""
+    use_endpoint_port_from_request: bool = False
     grpc_shutdown_time_seconds: int = 5
     # The Remoting port's graceful shutdown, NettyServerConfig's keys (upstream's proxy leaves them
     # at their defaults): GO_AWAY to Remoting clients for shutdownWaitTimeSeconds, while the gRPC

@@ -80,7 +80,9 @@ class RouteActivity:
             await self.pull_sync.shutdown()
 
     def proxy_endpoints(self, requested: pb.Endpoints) -> pb.Endpoints:
-        """Where clients reach this proxy: localServeAddr, else the address they dialled."""
+        """Where clients reach this proxy: localServeAddr, else the host they dialled with
+        grpcServerPort, or with the port they dialled too when useEndpointPortFromRequest is set
+        (RouteActivity#convertToAddressList: NodePorts and load balancers that map ports)."""
         if self.config.local_serve_addr:
             host, _, port = self.config.local_serve_addr.rpartition(":")
             return pb.Endpoints(scheme=pb.AddressScheme.IPv4,
@@ -90,6 +92,9 @@ class RouteActivity:
             out.CopyFrom(requested)
             if out.scheme == pb.AddressScheme.ADDRESS_SCHEME_UNSPECIFIED:
                 out.scheme = pb.AddressScheme.IPv4
+            if not self.config.use_endpoint_port_from_request:
+                for address in out.addresses:
+                    address.port = self.config.grpc_server_port
             return out
         return pb.Endpoints(scheme=pb.AddressScheme.IPv4,
                             addresses=[pb.Address(host="127.0.0.1", port=self.config.grpc_server_port)])
