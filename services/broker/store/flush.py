@@ -4,8 +4,9 @@ FlushRealTimeService (ASYNC_FLUSH) flushes the CommitLog every flushIntervalComm
 flushCommitLogLeastPages pages are dirty, fully every flushCommitLogThoroughInterval.
 GroupCommitService (SYNC_FLUSH) serves waiting puts: all requests queued while a flush runs
 are answered by the next single flush. CommitRealTimeService (transientStorePoolEnable) copies
-the pool's write buffers into the files first; the flushers flush only what it committed. FlushConsumeQueueService flushes every ConsumeQueue and
-then the checkpoint. Completions go back to the waiter's event loop via call_soon_threadsafe.
+the pool's write buffers into the files first; the flushers flush only what it committed.
+FlushConsumeQueueService flushes every ConsumeQueue and then the checkpoint. Completions go
+back to the waiter's event loop via call_soon_threadsafe.
 """
 
 from __future__ import annotations
@@ -155,10 +156,19 @@ class CommitRealTimeService(ServiceThread):
             log.info("Commit data to file costs %d ms", end - begin)
         return True
 
+    def _rolled_over(self) -> bool:
+        """The last pass finished a full segment and the appends went on in the next one."""
+        mfq = self.commit_log.mapped_file_queue
+        where = mfq.committed_where
+        return where % mfq.mapped_file_size == 0 and where < mfq.get_max_wrote_position()
+
     def run(self) -> None:
         while not self._stopped:
             try:
-                self.commit_once()
+                # A pass commits one segment (MappedFileQueue#commit); after a rollover the next
+                # one goes at once rather than an interval later.
+                while self.commit_once() and self._rolled_over() and not self._stopped:
+                    pass
             except Exception:
                 log.exception("%s pass failed", self.name)
             self.wait_for_running(self.config.commit_interval_commit_log / 1000)
