@@ -9,13 +9,18 @@ balancer to the other proxy and retries, and every send is acknowledged once.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+
+from rocketmq import ClientConfiguration, Credentials, Producer
+from rocketmq import Message as GrpcMessage
 
 from orbitmq.client import MQClientAPI, SendStatus
 from orbitmq.common.message import Message
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting_client.config import RemotingClientConfig
 from orbitmq.remoting_client.producer import AsyncDefaultMQProducer
-from tests.support import astart_broker, astart_namesrv, free_port
+from tests.support import astart_broker, astart_namesrv, free_port, start_broker, start_namesrv
 from tests.support.tcp_balancer import TcpBalancer
 
 TOPIC, QUEUES = "GoAwayTopic", 2
@@ -74,3 +79,66 @@ async def test_sigterm_proxy_moves_remoting_producer(procs, tmp_path) -> None:
     stored = sum([await api.get_max_offset(broker, TOPIC, q) for q in range(QUEUES)])
     await api.close()
     assert stored == len(results)  # each acknowledged send stored once: none lost, none doubled
+
+
+def test_sigterm_proxy_moves_grpc_producer(procs, tmp_path) -> None:
+    """The same for the official Python gRPC client: the stopping proxy's HTTP/2 GOAWAY (its
+    grpcShutdownTimeSeconds drain) sends new calls to a new connection, which the balancer gives
+    the other proxy; calls in flight finish on the old one."""
+    _, namesrv = start_namesrv(procs, name="namesrv")
+    _, broker = start_broker(procs, tmp_path, namesrv, "broker", brokerName="broker-a", autoCreateTopicEnable="false")
+
+    async def create() -> None:
+        api = MQClientAPI(timeout=5)
+        await api.create_topic(broker, TopicConfig(TOPIC, QUEUES, QUEUES))
+        await api.close()
+    asyncio.run(create())
+    port = free_port()
+    proxies = {}
+    for host in ("127.0.0.3", "127.0.0.4"):
+        proxies[f"{host}:{port}"] = procs.start(
+            "proxy", ["-n", namesrv, "--host", host, "--port", str(port), f"grpcShutdownTimeSeconds={WAIT_SECONDS}"],
+            ready_port=(host, port), ready_text="The proxy boot success", name=f"proxy-{host}", timeout=30)
+    loop = asyncio.new_event_loop()
+    balancer = loop.run_until_complete(TcpBalancer(list(proxies), host="127.0.0.2", port=port).start())
+    pump = threading.Thread(target=loop.run_forever, daemon=True)
+    pump.start()
+    producer = Producer(ClientConfiguration(balancer.address, Credentials(), request_timeout=10), (TOPIC,))
+    receipts, errors = [], []
+    try:
+        producer.startup()
+
+        def send_for(seconds: float) -> None:
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                msg = GrpcMessage()
+                msg.topic, msg.body = TOPIC, b"g-%d" % len(receipts)
+                try:
+                    receipts.append(producer.send(msg))
+                except Exception as exc:  # counted: the assertion says what failed
+                    errors.append(repr(exc))
+                time.sleep(0.02)
+
+        send_for(1.0)
+        first_addr = balancer.connections[0]
+        first = proxies[first_addr]
+        balancer.drain(first_addr)
+        first.signal(15)
+        send_for(WAIT_SECONDS + 2.0)
+        assert first.popen.wait(30) == 0, first.log_tail()
+        send_for(0.5)
+    finally:
+        producer.shutdown()
+        asyncio.run_coroutine_threadsafe(balancer.close(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        pump.join(10)
+    assert errors == []
+    assert receipts and len(set(balancer.connections)) == 2
+
+    async def stored() -> int:
+        api = MQClientAPI(timeout=5)
+        try:
+            return sum([await api.get_max_offset(broker, TOPIC, q) for q in range(QUEUES)])
+        finally:
+            await api.close()
+    assert asyncio.run(stored()) == len(receipts)  # each acknowledged send stored once
