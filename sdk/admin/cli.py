@@ -26,6 +26,7 @@ from orbitmq.admin.commands import (
     consumer,
     controller,
     export,
+    grpc_admin,
     ha,
     message,
     namesrv,
@@ -50,7 +51,7 @@ EXIT_USAGE = 2
 # The command modules, in the order `orbitmq admin --help` lists their commands (each module's
 # in the order it registers them).
 PACKAGES = (topic, consumer, offset, message, trace, cluster, broker, namesrv, connection, producer, queue,
-            stats, export, auth, controller, ha)
+            stats, export, auth, controller, ha, grpc_admin)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -13,8 +13,12 @@ from orbitmq.auth.client import install_signing
 from orbitmq.client import MQClientAPI, TopicRouteCache, parse_namesrv_addr
 from orbitmq.common.file_watch import FileWatchService, reload_on_change
 from orbitmq.common.metrics import hub, metrics_enabled
+from orbitmq.proto.apache.rocketmq.v2 import admin_pb2_grpc as agrpc
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
 from orbitmq.proxy import tls
+from orbitmq.proxy.admin import auth as admin_auth
+from orbitmq.proxy.admin.common import AdminParts
+from orbitmq.proxy.admin.service import AdminService, instrument_metrics
 from orbitmq.proxy.auth import new_proxy_auth_checker
 from orbitmq.proxy.client_manager import ClientManager
 from orbitmq.proxy.client_relay import ClientRequestRelay
@@ -129,6 +133,13 @@ class ProxyServer:
         if self.metrics is not None:
             self.metrics.instrument(service)  # counting wrappers, not an interceptor (cheaper per call)
         sgrpc.add_MessagingServiceServicer_to_server(service, server)
+        # apache.rocketmq.v2.Admin beside it (services/proxy/admin/): ACL inside the metrics' wrappers.
+        admin = AdminService(AdminParts(cfg, cluster, service, self.metrics, lambda: self.remoting))
+        if auth is not None:
+            admin_auth.instrument(auth, admin, cfg.rocket_mq_cluster_name)
+        if self.metrics is not None:
+            instrument_metrics(self.metrics, admin)
+        agrpc.add_AdminServicer_to_server(admin, server)
         self.health = ProxyHealth(self.routes)
         health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, server)
         port = await self._add_ports(server)
