@@ -18,6 +18,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(f"orbitmq.spark needs pyspark and pyarrow: pip install 'orbitmq[spark]' ({exc})") from exc
 
+from orbitmq.spark.metrics import lag
 from orbitmq.spark.options import RocketMQOptionError
 from orbitmq.spark.source import SCHEMA, RocketMQDataSource
 
@@ -27,4 +28,4 @@ def register(spark) -> None:
     spark.dataSource.register(RocketMQDataSource)
 
 
-__all__ = ["SCHEMA", "RocketMQDataSource", "RocketMQOptionError", "register"]
+__all__ = ["SCHEMA", "RocketMQDataSource", "RocketMQOptionError", "lag", "register"]

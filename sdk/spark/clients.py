@@ -13,9 +13,13 @@ import asyncio
 import logging
 import threading
 
+from orbitmq.auth.client import install_signing
+from orbitmq.client import MQClientAPI
 from orbitmq.clientcore import loop as bg
 from orbitmq.clientcore.errors import ClientError, Code, NotFoundError, TransportError
 from orbitmq.clientcore.message import MessageQueue, ReceivedMessage
+from orbitmq.common import constants
+from orbitmq.common.validators import is_system_topic
 from orbitmq.consumer.pull import AsyncPullConsumer, OffsetOutOfRangeError
 from orbitmq.producer import Producer
 from orbitmq.spark.options import Connection, RocketMQOptionError
@@ -94,6 +98,42 @@ async def queues(c: AsyncPullConsumer, topics: list[str]) -> list[MessageQueue]:
             raise RocketMQOptionError(f"rocketmq: option topic: topic {topic!r} does not exist ({exc.message})"
                                       ) from None
         out += found
+    return sorted(out, key=lambda q: (q.topic, q.broker, q.queue_id))
+
+
+def is_user_topic(topic: str) -> bool:
+    """Not a retry, DLQ or system topic (RocketMQ's TopicValidator.isSystemTopic): what
+    topicPattern may match, as Kafka's subscribePattern leaves internal topics out."""
+    return not (is_system_topic(topic) or topic.startswith(constants.RETRY_GROUP_TOPIC_PREFIX)
+                or topic.startswith(constants.DLQ_GROUP_TOPIC_PREFIX) or topic in constants.NOT_ALLOWED_SEND_TOPIC_SET)
+
+
+async def list_topics(namesrv_addr: str, conn: Connection) -> list[str]:
+    """Every topic the NameServers know (GET_ALL_TOPIC_LIST_FROM_NAMESERVER, the first that answers):
+    the proxy's gRPC API (MessagingService) has no topic listing. Signed with accessKey/secretKey."""
+    api = MQClientAPI(timeout=conn.request_timeout)
+    install_signing(api.remoting, (conn.access_key, conn.secret_key) if conn.access_key else None)
+    errors = []
+    try:
+        for addr in namesrv_addr.split(";"):
+            try:
+                return [t for t in await api.get_all_topic_list(addr) if is_user_topic(t)]
+            except Exception as exc:  # noqa: BLE001 -- any failure: try the next NameServer
+                errors.append(f"{addr}: {exc}")
+    finally:
+        await api.close()
+    raise ConnectionError(f"rocketmq: option namesrvAddr: no NameServer answered the topic list ({'; '.join(errors)})")
+
+
+async def pattern_queues(c: AsyncPullConsumer, topics: list[str]) -> list[MessageQueue]:
+    """The queues of the topics topicPattern matched; a topic deleted since the listing is left out."""
+    out: list[MessageQueue] = []
+    for topic in topics:
+        try:
+            out += await c.queues(topic)
+            c.invalidate_route(topic)
+        except NotFoundError:
+            log.info("topic %s matched topicPattern but has no route (deleted?): left out", topic)
     return sorted(out, key=lambda q: (q.topic, q.broker, q.queue_id))
 
 

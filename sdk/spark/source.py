@@ -3,15 +3,18 @@
 Reads plan fixed offset ranges per queue (``{"topic": {"broker": {"queueId": offset}}}`` offsets,
 Spark checkpoints them), and a task reads exactly its range with PullMessage, so a replayed
 micro-batch reads the same messages: exactly-once with an idempotent or transactional sink.
-Admission control (Spark >= 4.2): ``maxMessagesPerTrigger`` is the default ReadLimit and is split
-across queues in proportion to their backlog; Trigger.AvailableNow stops at the offsets present
-when the query started. Writes send each partition's rows with the SDK's batching producer.
+Admission control (Spark >= 4.2): ``maxMessagesPerTrigger`` (alias ``maxOffsetsPerTrigger``) is the
+default ReadLimit and is split across queues in proportion to their backlog; ``minOffsetsPerTrigger``
+with ``maxTriggerDelay`` skips triggers as Kafka's KafkaMicroBatchStream.delayBatch does;
+Trigger.AvailableNow stops at the offsets present when the query started. Writes send each
+partition's rows with the SDK's batching producer.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -46,14 +50,18 @@ from orbitmq.clientcore.errors import ClientError
 from orbitmq.clientcore.message import Message, MessageQueue, ReceivedMessage
 from orbitmq.spark import clients
 from orbitmq.spark.options import (
+    DEFAULT_MAX_RECORDS_PER_PARTITION,
     EARLIEST,
     LATEST,
     Offsets,
     ReadOptions,
     RocketMQOptionError,
+    Timestamps,
     WriteOptions,
     parse_read,
     parse_write,
+    plan_ranges,
+    queue_key,
     split_limit,
 )
 
@@ -62,30 +70,35 @@ log = logging.getLogger("orbitmq.spark")
 SCHEMA = ("topic string, broker string, queueId int, queueOffset long, messageId string, tag string, "
           "keys array<string>, body binary, properties map<string,string>, messageGroup string, "
           "bornTimestamp timestamp, storeTimestamp timestamp")
+# includeProperties=false (Kafka's includeHeaders): the same columns without the properties map.
+SCHEMA_WITHOUT_PROPERTIES = SCHEMA.replace(" properties map<string,string>,", "")
 _TS = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA = pa.schema([
     ("topic", pa.string()), ("broker", pa.string()), ("queueId", pa.int32()), ("queueOffset", pa.int64()),
     ("messageId", pa.string()), ("tag", pa.string()), ("keys", pa.list_(pa.string())), ("body", pa.binary()),
     ("properties", pa.map_(pa.string(), pa.string())), ("messageGroup", pa.string()),
     ("bornTimestamp", _TS), ("storeTimestamp", _TS)])
-# A queue range longer than this is read by several tasks (equal pieces), so a large backlog keeps
-# every core busy to the end rather than waiting on the last long queue.
-MAX_PARTITION_MESSAGES = 20_000
+ARROW_SCHEMA_WITHOUT_PROPERTIES = ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_index("properties"))
+# Kept for readers of this module: the default of maxRecordsPerPartition.
+MAX_PARTITION_MESSAGES = DEFAULT_MAX_RECORDS_PER_PARTITION
 
 
 def _micros(seconds: float | None) -> int | None:
     return None if seconds is None else int(round(seconds * 1000)) * 1000
 
 
-def to_arrow(messages: list[ReceivedMessage], broker: str) -> pa.RecordBatch:
+def to_arrow(messages: list[ReceivedMessage], broker: str, include_properties: bool = True) -> pa.RecordBatch:
     cols = [
         [m.topic for m in messages], [broker] * len(messages), [m.queue_id for m in messages],
         [m.queue_offset for m in messages], [m.message_id for m in messages], [m.tag for m in messages],
-        [m.keys for m in messages], [m.body for m in messages], [list(m.properties.items()) for m in messages],
-        [m.message_group for m in messages], [_micros(m.born_timestamp) for m in messages],
-        [_micros(m.store_timestamp) for m in messages]]
-    return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, ARROW_SCHEMA, strict=True)],
-                                      schema=ARROW_SCHEMA)
+        [m.keys for m in messages], [m.body for m in messages]]
+    if include_properties:
+        cols.append([list(m.properties.items()) for m in messages])
+    cols += [[m.message_group for m in messages], [_micros(m.born_timestamp) for m in messages],
+             [_micros(m.store_timestamp) for m in messages]]
+    schema = ARROW_SCHEMA if include_properties else ARROW_SCHEMA_WITHOUT_PROPERTIES
+    return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)],
+                                      schema=schema)
 
 
 # ---- offsets --------------------------------------------------------------------------------------
@@ -136,16 +149,84 @@ class _Planner:
         return clients.consumer(self.conn, self.opts.pull_group)
 
     def queues(self) -> list[MessageQueue]:
-        return self._run(clients.queues(self.client, self.opts.topics))
+        """The queues of option topic, or of every topic topicPattern matches now (listed again at
+        each call, so a stream picks up new matching topics at its next micro-batch)."""
+        pattern = self.opts.topic_pattern
+        if pattern is None:
+            return self._run(clients.queues(self.client, self.opts.topics))
+        names = self._run(clients.list_topics(self.opts.namesrv_addr, self.conn))
+        return self._run(clients.pattern_queues(self.client, [t for t in names if pattern.fullmatch(t)]))
 
     def offsets(self, mqs: list[MessageQueue], which: str, timestamp_ms: int | None = None) -> dict[MessageQueue, int]:
         if not mqs:
             return {}
         return self._run(clients.offsets_of(self.client, mqs, which, timestamp_ms))
 
-    def resolve(self, spec, timestamp_ms: int | None, mqs: list[MessageQueue], name: str) -> dict[MessageQueue, int]:
-        """startingOffsets/endingOffsets (or the timestamp) as an offset of every queue."""
+    def by_timestamp(self, mqs: list[MessageQueue], stamps: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
+        """First offset stored at/after each queue's timestamp (QueryOffset, policy TIMESTAMP: the
+        broker's SEARCH_OFFSET_BY_TIMESTAMP), the queue's max offset when none is."""
+        async def go() -> dict[MessageQueue, int]:
+            found = {}
+            for mq in mqs:
+                found[mq] = await self.client.offset_for_timestamp(mq, stamps[mq] / 1000)
+            return found
+        return self._run(go()) if mqs else {}
+
+    def _timestamps(self, spec: Timestamps, mqs: list[MessageQueue], name: str) -> dict[MessageQueue, int]:
+        """The per-queue timestamps of ``spec``: every queue named must exist, and (Kafka's rule for
+        starting/endingOffsetsByTimestamp) every queue of the subscribed topics must be named."""
+        by_topic: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_topic.setdefault(mq.topic, []).append(mq)
+        out: dict[MessageQueue, int] = {}
+        for topic, queues in spec.items():
+            if topic not in by_topic:
+                raise RocketMQOptionError(f"rocketmq: option {name} names topic {topic!r}, which has no readable "
+                                          f"queue (known: {', '.join(sorted(by_topic)) or 'none'})")
+            known = {queue_key(mq.broker, mq.queue_id): mq for mq in by_topic[topic]}
+            for key, ts in queues.items():
+                mq = known.get(key)
+                if mq is None:
+                    raise RocketMQOptionError(
+                        f"rocketmq: option {name} names queue {key} of topic {topic}, which has no such readable "
+                        f"queue (its queues: {', '.join(sorted(known))})")
+                out[mq] = ts
+        missing = [mq for mq in mqs if mq not in out]
+        if missing:
+            names = ", ".join(f"{mq.topic} {queue_key(mq.broker, mq.queue_id)}" for mq in missing[:8])
+            raise RocketMQOptionError(f"rocketmq: option {name} gives no timestamp for {names}"
+                                      f"{' ...' if len(missing) > 8 else ''}: name every queue of the subscribed "
+                                      f"topics (as Kafka asks of every partition)")
+        return out
+
+    def _start_by_timestamp(self, mqs: list[MessageQueue], stamps: dict[MessageQueue, int],
+                            name: str) -> dict[MessageQueue, int]:
+        found = self.by_timestamp(mqs, stamps)
+        latest = self.offsets(mqs, "latest")  # after the search: a queue grown meanwhile still matches
+        for mq in mqs:
+            if found[mq] < latest[mq]:
+                continue
+            if self.opts.starting_by_timestamp_strategy == "error":
+                raise RocketMQOptionError(
+                    f"rocketmq: option {name}: no message of topic {mq.topic} queue {queue_key(mq.broker, mq.queue_id)}"
+                    f" was stored at or after {stamps[mq]} (startingOffsetsByTimestampStrategy=error; set it to "
+                    f"latest to start such queues at their end)")
+            found[mq] = latest[mq]
+        return found
+
+    def resolve(self, spec, timestamp_ms: int | None, mqs: list[MessageQueue], name: str,
+                by_timestamp: Timestamps | None = None) -> dict[MessageQueue, int]:
+        """startingOffsets/endingOffsets (or the timestamps) as an offset of every queue."""
+        starting = name.startswith("starting")
+        if by_timestamp is not None:
+            tname = f"{name}ByTimestamp"
+            stamps = self._timestamps(by_timestamp, mqs, tname)
+            # endingOffsetsByTimestamp without a match ends at latest, as Kafka's does.
+            return self._start_by_timestamp(mqs, stamps, tname) if starting else self.by_timestamp(mqs, stamps)
         if timestamp_ms is not None:
+            tname = "startingTimestamp" if starting else "endingTimestamp"
+            if starting:
+                return self._start_by_timestamp(mqs, dict.fromkeys(mqs, timestamp_ms), tname)
             return self.offsets(mqs, "timestamp", timestamp_ms)
         if isinstance(spec, str):
             return self.offsets(mqs, spec)
@@ -159,7 +240,7 @@ class _Planner:
         latest = self.offsets(mqs, "latest")
         out = {}
         for mq in mqs:
-            value = given.get(mq, EARLIEST if name == "startingOffsets" else LATEST)
+            value = given.get(mq, EARLIEST if starting else LATEST)
             out[mq] = earliest[mq] if value == EARLIEST else latest[mq] if value == LATEST else value
         return out
 
@@ -177,19 +258,16 @@ class _Planner:
         return out
 
     def partitions(self, starts: dict[MessageQueue, int], ends: dict[MessageQueue, int]) -> list[RocketMQPartition]:
+        """Each queue's [start, end) as one or more contiguous offset slices (maxRecordsPerPartition,
+        minPartitions): a task reads exactly its slice, so no message is read twice or skipped."""
         todo = {mq: starts[mq] for mq in ends if ends[mq] > starts[mq]}
         if not todo:
             return []
         todo = self.check_loss(todo)
-        parts = []
-        for mq, start in todo.items():
-            if start >= ends[mq]:
-                continue  # all of it lost (failOnDataLoss=false)
-            pieces = -(-(ends[mq] - start) // MAX_PARTITION_MESSAGES)
-            size = -(-(ends[mq] - start) // pieces)
-            for lo in range(start, ends[mq], size):
-                parts.append(RocketMQPartition(mq.topic, mq.broker, mq.queue_id, lo, min(ends[mq], lo + size)))
-        return parts
+        ranges = {mq: (start, ends[mq]) for mq, start in todo.items() if start < ends[mq]}  # else all lost
+        max_records = self.opts.max_records_per_partition or DEFAULT_MAX_RECORDS_PER_PARTITION
+        return [RocketMQPartition(mq.topic, mq.broker, mq.queue_id, lo, hi)
+                for mq, lo, hi in plan_ranges(ranges, self.opts.min_partitions, max_records)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, RocketMQPartition):
@@ -201,11 +279,12 @@ class _Planner:
             messages, offset = self._run(clients.read_chunk(client, mq, offset, partition.end,
                                                             self.opts.filter_expression, self.opts.fail_on_data_loss))
             if messages:
-                yield to_arrow(messages, mq.broker)
+                yield to_arrow(messages, mq.broker, self.opts.include_properties)
 
 
 def _start_positions(planner: _Planner, mqs: list[MessageQueue]) -> dict[MessageQueue, int]:
-    return planner.resolve(planner.opts.starting, planner.opts.starting_timestamp, mqs, "startingOffsets")
+    o = planner.opts
+    return planner.resolve(o.starting, o.starting_timestamp, mqs, "startingOffsets", o.starting_by_timestamp)
 
 
 class RocketMQBatchReader(DataSourceReader):
@@ -213,7 +292,8 @@ class RocketMQBatchReader(DataSourceReader):
         self.planner = _Planner(opts)
         mqs = self.planner.queues()  # checks the proxies and the topics before anything is read
         self.starts = _start_positions(self.planner, mqs)
-        self.ends = self.planner.resolve(opts.ending, opts.ending_timestamp, mqs, "endingOffsets")
+        self.ends = self.planner.resolve(opts.ending, opts.ending_timestamp, mqs, "endingOffsets",
+                                         opts.ending_by_timestamp)
 
     def partitions(self) -> list[RocketMQPartition]:
         return self.planner.partitions(self.starts, self.ends)
@@ -230,16 +310,41 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow's end
         self._latest: dict[MessageQueue, int] | None = None
         self._committed: dict | None = None
+        # KafkaMicroBatchStream.lastTriggerMillis: 0, so the first trigger is never delayed.
+        self._last_trigger_ms = 0
 
     def initialOffset(self) -> dict:
         return to_offsets(_start_positions(self.planner, self.planner.queues()))
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        n = self.opts.max_messages_per_trigger
-        return ReadMaxRows(n) if n else ReadAllAvailable()
+        # pyspark's ReadLimit registry has no CompositeReadLimit: with both bounds the default is the
+        # upper one and latestOffset applies minOffsetsPerTrigger from the options itself.
+        n, low = self.opts.max_messages_per_trigger, self.opts.min_messages_per_trigger
+        if n:
+            return ReadMaxRows(n)
+        return ReadMinRows(low) if low else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self.planner.offsets(self.planner.queues(), "latest")
+
+    def _delay(self, limit: ReadLimit, available: int) -> bool:
+        """Skip this trigger? (KafkaMicroBatchStream.delayBatch): while fewer than
+        minOffsetsPerTrigger messages are available and maxTriggerDelay has not passed since the
+        last batch. ReadAllAvailable (Trigger.Once) and Trigger.AvailableNow never wait: nothing
+        arrives past the AvailableNow target, so waiting could only hang the query."""
+        if isinstance(limit, ReadAllAvailable) or self._target is not None:
+            return False
+        low = limit.min_rows if isinstance(limit, ReadMinRows) else self.opts.min_messages_per_trigger
+        if not low:
+            return False
+        now = int(time.time() * 1000)
+        if now - self._last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        if available < low:
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         # Spark plans the next batch once the one ending at ``start`` has completed (its commit log
@@ -249,7 +354,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         starts = from_offsets(start)
         mqs = self.planner.queues()
         new = [mq for mq in mqs if mq not in starts]
-        if new:  # topic expanded, a new broker set: from the earliest
+        if new:  # topic expanded, a new broker set, a new topic matching topicPattern: from the earliest
             earliest = self.planner.offsets(new, "earliest")
             log.info("new queues %s start at their earliest offsets", ", ".join(map(str, new)))
             starts.update(earliest)
@@ -259,6 +364,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {mq: min(v, self._target.get(mq, starts[mq])) for mq, v in latest.items()}
         ends = dict(starts)
         backlog = {mq: max(0, latest[mq] - starts[mq]) for mq in mqs}
+        if self._delay(limit, sum(backlog.values())):
+            log.debug("trigger skipped: %d messages available, minOffsetsPerTrigger not reached",
+                      sum(backlog.values()))
+            return start
         if isinstance(limit, ReadMaxRows):
             shares = split_limit(limit.max_rows, backlog)
         else:
@@ -472,7 +581,13 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> str:
-        return SCHEMA
+        """The columns; without properties when includeProperties=false (checked again, with every
+        other option, when the reader is built)."""
+        lowered = {str(k).lower(): v for k, v in self.options.items()}
+        raw = lowered.get("includeproperties")
+        if raw is not None and str(raw).strip().lower() not in ("true", "false"):
+            raise RocketMQOptionError(f"rocketmq: option includeProperties must be true or false, not {raw!r}")
+        return SCHEMA_WITHOUT_PROPERTIES if str(raw).strip().lower() == "false" else SCHEMA
 
     def reader(self, schema: StructType) -> RocketMQBatchReader:
         return RocketMQBatchReader(parse_read(self.options, streaming=False))
