@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orbitmq.client import MQClientError
-from orbitmq.common.constants import MASTER_ID, is_readable
+from orbitmq.common.constants import MASTER_ID, is_readable, is_retry_topic
+from orbitmq.common.namespace import NAMESPACE_SEPARATOR
 from orbitmq.common.route import TopicRouteData
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.pool import Timestamp
@@ -93,6 +94,14 @@ async def require_group(parts: AdminParts, group: str) -> None:
         if await parts.api.get_subscription_group_config(addr, group) is not None:
             return
     raise ProxyError(Code.CONSUMER_GROUP_NOT_FOUND, f"consumer group {group} not found")
+
+
+def resource_of(name: str) -> pb.Resource:
+    """A broker-side name, ``{namespace}%{name}``, as the Resource a gRPC client names it by."""
+    namespace, sep, bare = name.partition(NAMESPACE_SEPARATOR)
+    if sep and not is_retry_topic(name):
+        return pb.Resource(resource_namespace=namespace, name=bare)
+    return pb.Resource(name=name)
 
 
 def to_timestamp(ms: int) -> Timestamp:

@@ -14,6 +14,7 @@ from orbitmq.proxy.admin.common import (
     AdminParts,
     group_name,
     require_group,
+    resource_of,
     route_masters,
     route_of,
     timestamp_ms,
@@ -73,7 +74,7 @@ async def query_time_span(parts: AdminParts, request: apb.QueryTimeSpanRequest) 
             next_time = await store_time_at(parts, row.addr, row.topic, row.queue_id, row.consumer_offset)
             delay = max(now - next_time, 0) if next_time else 0
         response.queue_time_span_list.add(
-            message_queue=pb.MessageQueue(topic=pb.Resource(name=row.topic), id=row.queue_id,
+            message_queue=pb.MessageQueue(topic=resource_of(row.topic), id=row.queue_id,
                                           permission=pb.Permission.READ_WRITE, broker=pb.Broker(name=row.broker_name)),
             min_timestamp=earliest, max_timestamp=newest[key].get(row.queue_id, 0), consume_timestamp=consumed,
             delay_time_ms=delay)

@@ -28,9 +28,9 @@ from orbitmq.remoting import headers as h
 log = logging.getLogger("orbitmq.proxy.admin")
 
 CK_TAG, ACK_TAG, BATCH_ACK_TAG = "ck", "ack", "bAck"  # PopAckConstants
-PULL_BATCH = 32
+PULL_BATCH = 256  # the broker may hand fewer (maxTransferCountOnMessageInMemory)
 # Records read per revive queue at most: a revive log far behind is counted from its newest part.
-MAX_RECORDS_PER_QUEUE = 200_000
+MAX_RECORDS_PER_QUEUE = 100_000
 _PULL_SYS_FLAG_SUBSCRIPTION = 0x4
 
 

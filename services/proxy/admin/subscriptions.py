@@ -18,7 +18,6 @@ from orbitmq.client import MQBrokerError
 from orbitmq.common.constants import is_retry_topic
 from orbitmq.common.extra_info import parse_normal_topic
 from orbitmq.common.fastjson import loads
-from orbitmq.common.namespace import NAMESPACE_SEPARATOR
 from orbitmq.proto.apache.rocketmq.v2 import admin_pb2 as apb
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proxy import errors
@@ -29,6 +28,7 @@ from orbitmq.proxy.admin.common import (
     group_name,
     masters,
     require_group,
+    resource_of,
     route_masters,
     route_of,
     to_timestamp,
@@ -39,13 +39,6 @@ from orbitmq.remoting.codes import RequestCode, ResponseCode
 
 Code = pb.Code
 _MODELS = {"CLUSTERING": apb.CLUSTERING, "BROADCASTING": apb.BROADCASTING}
-
-
-def _resource(name: str) -> pb.Resource:
-    """``{namespace}%{name}`` as a Resource."""
-    namespace, sep, bare = name.partition(NAMESPACE_SEPARATOR)
-    return pb.Resource(resource_namespace=namespace, name=bare) if sep and not is_retry_topic(name) \
-        else pb.Resource(name=name)
 
 
 async def connections(parts: AdminParts, group: str) -> dict[str, Any]:
@@ -121,7 +114,7 @@ async def _relationships(parts: AdminParts, group: str, topic: str | None
         if topic is not None and name != topic:
             continue
         sd = online.get(name)
-        info = apb.SubscriptionInfo(group=_resource(group), topic=_resource(name), online=sd is not None,
+        info = apb.SubscriptionInfo(group=resource_of(group), topic=resource_of(name), online=sd is not None,
                                     message_model=model)
         if sd is not None:
             info.expression.CopyFrom(filter_expression(sd))
@@ -191,7 +184,7 @@ async def describe_subscription(parts: AdminParts, request: apb.DescribeSubscrip
                 if topic is not None and t != topic:
                     continue
                 group_sd = merged.get(t)
-                info = apb.SubscriptionInfo(group=_resource(name), topic=_resource(t), online=True,
+                info = apb.SubscriptionInfo(group=resource_of(name), topic=resource_of(t), online=True,
                                             expression=filter_expression(sd), message_model=model,
                                             subscription_consistency=group_sd is not None and str(
                                                 group_sd.get("subString")) == str(sd.get("subString")))
