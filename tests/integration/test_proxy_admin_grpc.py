@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from tests.support.services import start_namesrv
 Code = pb.Code
 TOPIC, OTHER, GROUP, IDLE, PUSH, STATIC = "TAdminOrders", "TAdminOther", "GAdminPop", "GAdminIdle", "GAdminPush", \
     "GAdminStatic"
+REVIVED, REVIVE_GROUP = "TAdminRevived", "GAdminRevive"
 ADMIN = {"username": "admin", "password": "admin-secret"}
 BOB = ("bob", "bob-secret")
 BROKER_KEYS = {"autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "true",
@@ -52,6 +54,7 @@ class Cluster:
     broker: str
     proxy: str
     acl_proxy: str
+    metrics: str  # the plain proxy's /metrics
 
 
 def R(name: str) -> pb.Resource:  # noqa: N802 -- reads as the proto's Resource
@@ -65,8 +68,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         _, namesrv = start_namesrv(runner, name="namesrv")
         _, broker = start_broker(runner, workdir, namesrv, "broker-a", store=workdir / "store", brokerName="broker-a",
                                  **BROKER_KEYS)
-        ports = [free_port() for _ in range(4)]
-        runner.start("proxy", ["-n", namesrv, "--port", str(ports[0]), f"remotingListenPort={ports[1]}"],
+        ports = [free_port() for _ in range(5)]
+        runner.start("proxy", ["-n", namesrv, "--port", str(ports[0]), f"remotingListenPort={ports[1]}",
+                               "metricsExporterType=PROM", f"metricsPromExporterPort={ports[4]}"],
                      ready_port=ports[1], ready_text="The proxy boot success", name="proxy", timeout=30)
         runner.start("proxy", ["-n", namesrv, "--port", str(ports[2]), f"remotingListenPort={ports[3]}",
                                "authenticationEnabled=true", "authorizationEnabled=true",
@@ -77,9 +81,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         async def setup() -> None:
             api = MQClientAPI(timeout=10)
             try:
-                for topic in (TOPIC, OTHER):
+                for topic in (TOPIC, OTHER, REVIVED):
                     await api.create_topic(broker, TopicConfig(topic, 2, 2))
-                for group in (GROUP, IDLE, PUSH):
+                for group in (GROUP, IDLE, PUSH, REVIVE_GROUP):
                     await api.create_subscription_group(broker, SubscriptionGroupConfig(group))
                 static = SubscriptionGroupConfig(STATIC)
                 static.extra["subscriptionDataSet"] = [{"topic": OTHER, "expressionType": "TAG", "expression": "*"}]
@@ -91,7 +95,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                         {"resource": "Group:GAdmin*", "actions": ["Get"], "decision": "Allow"},
                         {"resource": "Topic:TAdmin*", "actions": ["Get"], "decision": "Allow"}]}]}).encode())
                 deadline = time.monotonic() + 20
-                for topic in (TOPIC, OTHER):
+                for topic in (TOPIC, OTHER, REVIVED):
                     while True:
                         try:
                             await api.get_topic_route(namesrv, topic)
@@ -103,7 +107,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 await api.close()
 
         asyncio.run(setup())
-        yield Cluster(namesrv, broker, f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[2]}")
+        yield Cluster(namesrv, broker, f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[2]}",
+                      f"http://127.0.0.1:{ports[4]}/metrics")
 
 
 async def admin_call(addr: str, method: str, request: Any, credentials: tuple[str, str] | None = None) -> Any:
@@ -219,10 +224,41 @@ async def test_pop_group_accumulation_clients_messages_and_offsets(cluster: Clus
         stats = await call("GetProxyRuntimeStats", apb.GetProxyRuntimeStatsRequest())
         assert stats.status.code == Code.OK and stats.producers >= 1 and stats.consumers >= 2, stats
         assert stats.connections >= 3 and stats.proxy_name and "inFlightCalls=" in stats.status.message
+        assert stats.in_tps > 0 and stats.out_tps > 0, stats  # 11 sent, 11 delivered since start
+
+    scraped = await asyncio.to_thread(lambda: urllib.request.urlopen(cluster.metrics, timeout=10).read().decode())
+    counted = [line for line in scraped.splitlines() if line.startswith("rocketmq_proxy_rpc_total")
+               and 'method="DescribeGroupAccumulation"' in line and 'code="OK"' in line]
+    assert counted and float(counted[0].rsplit(" ", 1)[1]) >= 3, counted
 
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_revived_pop_messages_stay_in_the_accumulation(cluster: Cluster) -> None:
+    """Three messages popped and never acked are in flight until their invisible time passes, then
+    ready in the group's POP retry topic: the accumulation stays three throughout."""
+    config = ClientConfig(cluster.proxy)
+    async with AsyncProducer(config, [REVIVED]) as producer, \
+            AsyncSimpleConsumer(config, REVIVE_GROUP, {REVIVED: "*"}) as consumer:
+        for i in range(3):
+            await producer.send(Message(REVIVED, f"r{i}".encode()))
+        got: list[Any] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 3:
+            assert time.monotonic() < deadline, f"received {len(got)} of 3"
+            got += await consumer.receive(max_messages=3, invisible_duration=10)
+        seen: list[tuple[int, int, int]] = []
+
+        async def state(want: tuple[int, int, int]) -> bool:
+            answer = await admin_call(cluster.proxy, "DescribeGroupAccumulation",
+                                      apb.DescribeGroupAccumulationRequest(group=R(REVIVE_GROUP)))
+            acc = answer.accumulation
+            seen.append((acc.accumulation, acc.inflight_messages, acc.ready_messages))
+            return seen[-1] == want and answer.topic_accumulation[REVIVED].accumulation == 3
+        await eventually(lambda: state((3, 3, 0)), f"never 3 in flight: {seen[-3:]}")
+        await eventually(lambda: state((3, 0, 3)), f"never 3 ready after the revive: {seen[-3:]}", timeout=30)
 
 
 async def test_topics_routes_sends_log_level_stacks_and_static_subscriptions(cluster: Cluster) -> None:

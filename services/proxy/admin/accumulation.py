@@ -104,6 +104,14 @@ async def describe_group_accumulation(parts: AdminParts, request: apb.DescribeGr
         await route_of(parts, topic)  # TOPIC_NOT_FOUND for a topic nobody routes
     await require_group(parts, group)
     rows = await consume_rows(parts, group, _with_retry_topics(asked, group) if asked else None)
+    if not asked:
+        # A POP retry topic the group has not popped from yet holds no offset of it, so the broker
+        # does not list it: ask for those of the group's topics by name.
+        listed = {row.topic for row in rows}
+        bases = sorted({row.topic for row in rows if not row.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)})
+        unlisted = [t for t in _with_retry_topics(bases, group) if t not in listed and t not in bases]
+        if unlisted:
+            rows += await consume_rows(parts, group, unlisted)
     per_topic: dict[str, _Sum] = {}
     for row in rows:
         topic = parse_normal_topic(row.topic, group)
