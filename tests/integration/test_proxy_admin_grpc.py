@@ -41,7 +41,7 @@ from tests.support.services import start_namesrv
 Code = pb.Code
 TOPIC, OTHER, GROUP, IDLE, PUSH, STATIC = "TAdminOrders", "TAdminOther", "GAdminPop", "GAdminIdle", "GAdminPush", \
     "GAdminStatic"
-REVIVED, REVIVE_GROUP = "TAdminRevived", "GAdminRevive"
+REVIVED, REVIVE_GROUP, FIFO = "TAdminRevived", "GAdminRevive", "TAdminFifo"
 ADMIN = {"username": "admin", "password": "admin-secret"}
 BOB = ("bob", "bob-secret")
 BROKER_KEYS = {"autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "true",
@@ -83,6 +83,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             try:
                 for topic in (TOPIC, OTHER, REVIVED):
                     await api.create_topic(broker, TopicConfig(topic, 2, 2))
+                await api.create_topic(broker, TopicConfig(FIFO, 1, 1, attributes={"message.type": "FIFO"}))
                 for group in (GROUP, IDLE, PUSH, REVIVE_GROUP):
                     await api.create_subscription_group(broker, SubscriptionGroupConfig(group))
                 static = SubscriptionGroupConfig(STATIC)
@@ -95,7 +96,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                         {"resource": "Group:GAdmin*", "actions": ["Get"], "decision": "Allow"},
                         {"resource": "Topic:TAdmin*", "actions": ["Get"], "decision": "Allow"}]}]}).encode())
                 deadline = time.monotonic() + 20
-                for topic in (TOPIC, OTHER, REVIVED):
+                for topic in (TOPIC, OTHER, REVIVED, FIFO):
                     while True:
                         try:
                             await api.get_topic_route(namesrv, topic)
@@ -266,6 +267,8 @@ async def test_topics_routes_sends_log_level_stacks_and_static_subscriptions(clu
     status = await call("DescribeTopicStatus", apb.DescribeTopicStatusRequest(topic=R(OTHER)))
     assert status.status.code == Code.OK and status.topic_message_type == pb.MessageType.NORMAL, status
     assert status.tags["readQueueNums"] == "2" and status.tags["brokerNames"] == "broker-a"
+    fifo = await call("DescribeTopicStatus", apb.DescribeTopicStatusRequest(topic=R(FIFO)))
+    assert fifo.topic_message_type == pb.MessageType.FIFO and fifo.tags["message.type"] == "FIFO", fifo
     route = await call("GetTopicRoute", apb.GetTopicRouteRequest(topic=R(OTHER)))
     data = json.loads(route.topic_route_data)
     assert [b["brokerName"] for b in data["brokerDatas"]] == ["broker-a"]

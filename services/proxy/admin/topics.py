@@ -62,7 +62,9 @@ async def describe_topic_status(parts: AdminParts, request: apb.DescribeTopicSta
     if last_update:
         tags["lastUpdateTimestamp"] = str(last_update)
     return apb.DescribeTopicStatusResponse(
-        status=errors.ok(), topic_message_type=_MESSAGE_TYPES.get(config.message_type, pb.MessageType.NORMAL),
+        # MIXED accepts several types: no one MessageType names it (its message.type tag says MIXED)
+        status=errors.ok(),
+        topic_message_type=_MESSAGE_TYPES.get(config.message_type, pb.MessageType.MESSAGE_TYPE_UNSPECIFIED),
         tags=tags)
 
 
