@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard proto/apache/rocketmq/v2/*.proto)
 PROTO_STAMP := sdk/proto/.generated
 
-.PHONY: setup run test test-unit proto lint bench bench-store clean node tools fuzz clients java-clients go-clients apache
+.PHONY: setup run test test-unit proto lint bench bench-store clean node tools fuzz clients java-clients go-clients apache compat
 
 SPEEDUPS := $(shell find core sdk services -name '_speedups*.pyx' -o -name '_speedups*.pxi' 2>/dev/null)
 
@@ -76,6 +76,11 @@ java-clients:
 
 apache:
 	@$(MAKE) --no-print-directory java-clients JAVA_SUITES=$(APACHE_POM)
+
+# Differential conformance (tests/compat/conformance): the request corpus to Apache RocketMQ's and
+# OrbitMQ's NameServer and broker, the table of differences printed; fails on one not recorded.
+compat: setup apache
+	$(BIN)/python -m tests.compat.conformance.run
 
 go-clients:
 	@if [ -n "$(GO_SUITES)" ]; then \

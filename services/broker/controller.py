@@ -59,6 +59,7 @@ from orbitmq.common.constants import PERM_READ, PERM_WRITE, is_readable, is_writ
 from orbitmq.common.message import MessageConst, properties_to_string
 from orbitmq.common.message_codec import RecordError, decode_record, tags_hash_code
 from orbitmq.common.metrics import metrics_enabled
+from orbitmq.common.route import DataVersion
 from orbitmq.remoting.codes import RequestCode
 from orbitmq.remoting.protocol import RemotingCommand
 from orbitmq.remoting.server import RemotingServer, server_limits
@@ -142,6 +143,8 @@ class BrokerController:
             lambda: self.config.wait_time_mills_in_send_queue, config.broker_fast_failure_enable,
             worker_delay_ms=lambda: self.config.send_message_test_delay_mills)
         self.stats = BrokerStatsManager()
+        # TopicQueueMappingManager's DataVersion: no static topics here, so it never moves on.
+        self.mapping_data_version: dict[str, Any] = DataVersion().to_json_dict()
         # -- metrics (services/broker/metrics): None when metricsExporterType=DISABLE --
         self.metrics: BrokerMetricsManager | None = (
             BrokerMetricsManager(self) if metrics_enabled(config) else None)

@@ -282,6 +282,11 @@ class BrokerStatsManager:
             return None
         return self.items.stats_data((stats_name, key), total, _now_ms())
 
+    def topic_put_tps(self, topic: str) -> float:
+        """BrokerStatsManager#tpsTopicPutNums: messages put per second over the last minute."""
+        data = self.stats_data("TOPIC_PUT_NUMS", topic)
+        return float(data["statsMinute"]["tps"]) if data else 0.0
+
     def topic_stats(self, topic: str) -> dict[str, Any]:
         """Running totals of one topic (zeros for a topic never written or read)."""
         entry = self.topics.get(topic)

@@ -235,7 +235,8 @@ class DefaultRequestProcessor:
 
     async def query_data_version(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         header = QueryDataVersionRequestHeader.from_command(request)
-        data_version = DataVersion.decode(request.body)
+        # No body is no version (RemotingSerializable#decode of null), so "changed", as upstream.
+        data_version = DataVersion.decode(request.body) if request.body else None
         changed = self.routes.is_broker_topic_config_changed(header.cluster_name, header.broker_addr, data_version)
         self.routes.update_broker_info_update_timestamp(header.cluster_name, header.broker_addr)
         ours = self.routes.query_broker_topic_config(header.cluster_name, header.broker_addr)

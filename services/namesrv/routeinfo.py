@@ -268,7 +268,7 @@ class RouteInfoManager:
         return live.data_version if live is not None else None
 
     def is_broker_topic_config_changed(self, cluster_name: str, broker_addr: str,
-                                       data_version: DataVersion) -> bool:
+                                       data_version: DataVersion | None) -> bool:
         prev = self.query_broker_topic_config(cluster_name, broker_addr)
         return prev is None or prev != data_version
 

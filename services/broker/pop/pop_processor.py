@@ -60,6 +60,9 @@ YIELD_AFTER_SECONDS = 0.002
 TIMEOUT_TOO_MUCH_MS = 500
 
 
+_REFUSAL_FIELDS = {"popTime": "0", "invisibleTime": "0", "reviveQid": "0", "restNum": "0"}
+
+
 @dataclass(slots=True)
 class PopHeader:
     consumer_group: str
@@ -127,7 +130,12 @@ class PopMessageProcessor:
                 and now - header.born_time - header.poll_time > TIMEOUT_TOO_MUCH_MS:
             return request.response_to(ResponseCode.POLLING_TIMEOUT,
                                        f"the broker[{self.broker.config.broker_ip1}] pop message is timeout too much")
-        topic_config, message_filter, orderly = self._check(header, channel)
+        try:
+            topic_config, message_filter, orderly = self._check(header, channel)
+        except RequestError as exc:
+            # PopMessageProcessor answers a refusal with its PopMessageResponseHeader still at its
+            # primitive defaults: the four fields are on the wire, all 0.
+            return request.response_to(exc.code, exc.remark, dict(_REFUSAL_FIELDS))
         deadline = now + header.poll_time
         client = self.broker.remote_addr(channel)
         while True:

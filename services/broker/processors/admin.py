@@ -101,8 +101,9 @@ class AdminBrokerProcessor:
 
     # ---- topics -----------------------------------------------------------------------------
 
-    def _check_topic_config(self, config: TopicConfig, code: int = ResponseCode.SYSTEM_ERROR) -> None:
-        """What UPDATE_AND_CREATE_TOPIC and its list form refuse (RequestError with ``code``)."""
+    def _check_topic_config(self, config: TopicConfig, code: int = ResponseCode.INVALID_PARAMETER) -> None:
+        """What UPDATE_AND_CREATE_TOPIC and its list form refuse (RequestError with ``code``;
+        INVALID_PARAMETER as upstream 5.x's AdminBrokerProcessor#updateAndCreateTopic)."""
         topic = config.topic_name
         try:
             validators.check_topic(topic)
@@ -156,7 +157,7 @@ class AdminBrokerProcessor:
                                                          current.attributes if current else None)
             except (ValueError, TypeError) as exc:
                 raise RequestError(ResponseCode.INVALID_PARAMETER, f"bad TopicConfig: {exc}") from None
-            self._check_topic_config(config, ResponseCode.INVALID_PARAMETER)
+            self._check_topic_config(config)
             configs.append(config)
         for config in configs:
             await self.broker.topic_config_manager.update_topic_config(config)
@@ -174,12 +175,29 @@ class AdminBrokerProcessor:
     async def get_all_topic_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         # The snapshot is taken on the loop (fresh dicts, consistent under the table lock); the
         # JSON of a whole table is tens of ms for thousands of entries, so it is written off the loop.
-        body = await asyncio.to_thread(encode_json_body, self.broker.topic_config_manager.encode_json())
-        return request.response_to(ResponseCode.SUCCESS, None, None, body)
+        content = self.broker.topic_config_manager.encode_json()
+        total = len(content.get("topicConfigTable") or {})
+        # TopicConfigAndMappingSerializeWrapper, as AdminBrokerProcessor#getAllTopicConfig answers:
+        # this broker has no static topics, so the mapping tables are empty and never change.
+        content["topicQueueMappingInfoMap"] = {}
+        content["topicQueueMappingDetailMap"] = {}
+        content["mappingDataVersion"] = self.broker.mapping_data_version
+        body = await asyncio.to_thread(encode_json_body, content)
+        return request.response_to(ResponseCode.SUCCESS, None, {"totalTopicNum": str(total)}, body)
 
     async def get_all_consumer_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
-        """GET_ALL_CONSUMER_OFFSET (43): consumerOffset.json's content (offsetTable, dataVersion)."""
-        body = await asyncio.to_thread(encode_json_body, self.broker.consumer_offset_manager.encode_json())
+        """GET_ALL_CONSUMER_OFFSET (43): consumerOffset.json's content (offsetTable, dataVersion),
+        with what upstream's fastjson adds from ConsumerOffsetManager's getters: groupTopicMap
+        (group -> topics with an offset) and pullOffsetTable (empty: no PopConsumerService here)."""
+        content = self.broker.consumer_offset_manager.encode_json()
+        group_topics: dict[str, set[str]] = {}
+        for key in content.get("offsetTable") or {}:
+            topic, sep, group = str(key).partition("@")
+            if sep and "@" not in group:
+                group_topics.setdefault(group, set()).add(topic)
+        content["groupTopicMap"] = {group: sorted(topics) for group, topics in group_topics.items()}
+        content.setdefault("pullOffsetTable", {})
+        body = await asyncio.to_thread(encode_json_body, content)
         return request.response_to(ResponseCode.SUCCESS, None, None, body)
 
     async def get_all_delay_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
@@ -195,7 +213,7 @@ class AdminBrokerProcessor:
     async def delete_topic(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         topic = Fields(request.ext_fields).str("topic")
         if validators.is_system_topic(topic) or topic in self.broker.topic_config_manager.system_topics:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+            raise RequestError(ResponseCode.INVALID_PARAMETER, f"The topic[{topic}] is conflict with system topic.")
         await self.broker.topic_config_manager.delete_topic_config(topic)
         self.broker.consumer_offset_manager.clean_offset_by_topic(topic)
         await self.broker.delete_topics({topic})
@@ -249,8 +267,10 @@ class AdminBrokerProcessor:
         return request.response_to(ResponseCode.SUCCESS)
 
     async def get_all_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
-        body = await asyncio.to_thread(encode_json_body, self.broker.subscription_group_manager.encode_json())
-        return request.response_to(ResponseCode.SUCCESS, None, None, body)
+        content = self.broker.subscription_group_manager.encode_json()
+        total = len(content.get("subscriptionGroupTable") or {})
+        body = await asyncio.to_thread(encode_json_body, content)
+        return request.response_to(ResponseCode.SUCCESS, None, {"totalGroupNum": str(total)}, body)
 
     async def get_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         """GET_SUBSCRIPTIONGROUP_CONFIG (352): one group's SubscriptionGroupConfig JSON."""
@@ -292,8 +312,9 @@ class AdminBrokerProcessor:
             table[fastjson.message_queue_key(topic, broker_name, queue_id)] = {
                 "lastUpdateTimestamp": last, "maxOffset": max_offset,
                 "minOffset": store.get_min_offset_in_queue(topic, queue_id)}
-        body = fastjson.dumps({"offsetTable": table}).encode("utf-8")
-        return request.response_to(ResponseCode.SUCCESS, None, None, body)
+        # TopicStatsTable#topicPutTps: BrokerStatsManager#tpsTopicPutNums, the last minute's rate.
+        body = fastjson.dumps({"offsetTable": table, "topicPutTps": self.broker.stats.topic_put_tps(topic)})
+        return request.response_to(ResponseCode.SUCCESS, None, None, body.encode("utf-8"))
 
     async def get_consume_stats(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         f = Fields(request.ext_fields)

@@ -138,8 +138,8 @@ class PullMessageProcessor:
         if not is_readable(topic_config.perm):
             raise RequestError(ResponseCode.NO_PERMISSION,
                                f"the topic[{header.topic}] pulling message is forbidden")
-        if header.queue_id < 0 or header.queue_id >= topic_config.read_queue_nums:
-            raise RequestError(ResponseCode.SYSTEM_ERROR,
+        if header.queue_id < 0 or header.queue_id >= topic_config.read_queue_nums:  # INVALID_PARAMETER since 5.0
+            raise RequestError(ResponseCode.INVALID_PARAMETER,
                                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
                                f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] "
                                f"consumer:[{broker.remote_addr(channel)}]")
@@ -152,7 +152,7 @@ class PullMessageProcessor:
         if result is None:
             response = request.response_to(ResponseCode.SYSTEM_ERROR, "store getMessage return null")
         else:
-            response, not_found = self._build_response(request, header, result, group_config)
+            response, not_found = self._build_response(request, header, result, group_config, topic_config)
             if response.code == ResponseCode.PULL_OFFSET_MOVED:
                 await self._offset_moved(response, header, result, group_config)
             if not_found and allow_suspend and suspend:
@@ -239,14 +239,16 @@ class PullMessageProcessor:
         return filter_from_subscription(sub, header.topic, header.consumer_group)
 
     def _build_response(self, request: RemotingCommand, header: PullHeader, result: Any,
-                        group_config: Any) -> tuple[RemotingCommand, bool]:
+                        group_config: Any, topic_config: Any) -> tuple[RemotingCommand, bool]:
         broker = self.broker
         status = status_name(result.status)
         suggest = MASTER_ID
         if getattr(result, "suggest_pulling_from_slave", False) and broker.config.slave_read_enable:
             suggest = group_config.which_broker_when_consume_slowly
+        # PullMessageProcessor#composeResponseHeader: the topic's and the group's sys flags on every answer.
         fields = ext(suggestWhichBrokerId=suggest, nextBeginOffset=result.next_begin_offset,
-                     minOffset=result.min_offset, maxOffset=result.max_offset)
+                     minOffset=result.min_offset, maxOffset=result.max_offset,
+                     topicSysFlag=topic_config.topic_sys_flag, groupSysFlag=group_config.group_sys_flag)
         body = b""
         not_found = False
         if broker.store_config.broker_role == SLAVE_ROLE and not broker.config.slave_read_enable:

@@ -25,6 +25,7 @@ from orbitmq.common.constants import (
     is_writeable,
 )
 from orbitmq.common.message import MessageConst, parse_properties_exact
+from orbitmq.common.message_id import create_uniq_id
 from orbitmq.common.sysflag import MULTI_TAGS_FLAG, TRANSACTION_PREPARED_TYPE, get_transaction_value
 from orbitmq.common.topic_config import MULTI_TAG, priority_queue_id
 from orbitmq.remoting.codes import RequestCode, ResponseCode
@@ -48,6 +49,7 @@ _TIMER_DELAY_MS = MessageConst.TIMER_DELAY_MS
 _TRANSACTION_PREPARED = MessageConst.TRANSACTION_PREPARED
 _MSG_REGION = MessageConst.MSG_REGION
 _TRACE_SWITCH = MessageConst.TRACE_SWITCH
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _TIMER_OUT_MS = MessageConst.TIMER_OUT_MS
 _PRIORITY = MessageConst.PRIORITY
 _REPLY_TO_CLIENT = MessageConst.MESSAGE_REPLY_TO_CLIENT
@@ -219,8 +221,8 @@ class SendMessageProcessor:
         if header.topic not in self._sendable_topics:
             try:
                 validators.check_topic(header.topic)
-            except validators.ValidationError as exc:
-                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+            except validators.ValidationError as exc:  # AbstractSendMessageProcessor#msgCheck
+                raise RequestError(ResponseCode.INVALID_PARAMETER, str(exc)) from None
             if validators.is_not_allowed_send_topic(header.topic):
                 raise RequestError(ResponseCode.NO_PERMISSION,
                                    f"Sending message to topic[{header.topic}] is forbidden.")
@@ -343,6 +345,15 @@ class SendMessageProcessor:
             exact = exact and _TRACE_SWITCH not in props  # appending must not repeat a key
             props[_MSG_REGION], props[_TRACE_SWITCH] = cfg.region_id, trace_on
             properties_string += f"{_MSG_REGION}\x01{cfg.region_id}\x02{_TRACE_SWITCH}\x01{trace_on}\x02"
+        uniq = props.get(_UNIQ_KEY)
+        if not uniq:
+            # SendMessageProcessor#sendMessage (5.5.0) gives a message without a client id one, so
+            # every stored message has a message id to be found and traced by.
+            uniq = props[_UNIQ_KEY] = create_uniq_id()
+            if _UNIQ_KEY in (header.properties or "") or not exact:
+                exact = False
+            else:
+                properties_string += f"{_UNIQ_KEY}\x01{uniq}\x02"
         if _REPLY_TO_CLIENT in props:
             # A request (request/reply): the responder addresses its reply to <CLUSTER>_REPLY_TOPIC.
             # Upstream stamps CLUSTER on every message; only requests need it.
@@ -369,6 +380,8 @@ class SendMessageProcessor:
             return code, remark, extra
         result = await self.broker.send_queue.submit(lambda: self.broker.put_message(inner))
         code, remark, extra = map_put_result(result, queue_id, batch=False)
+        if extra:  # SendMessageResponseHeader#transactionId: the message id, on every send
+            extra["transactionId"] = uniq
         if extra and _TIMER_OUT_MS in inner.properties:
             # A timer message parked in the wheel: the handle that recalls it (services/broker/recall).
             handle = recall_handle_of(inner, self.broker.config.broker_name)

@@ -107,8 +107,13 @@ async def test_single_send_stores_exactly_what_re_encoding_would(processor):
     assert len(stored) == len(PROPERTY_STRINGS)
     for s, msg in zip(PROPERTY_STRINGS, stored, strict=True):
         record = store.commit_log.get_message(msg.commit_log_offset, msg.store_size)
-        # plus the region and trace switch every single message is stamped with (5.x buildMsgContext)
+        # plus the region and trace switch every single message is stamped with (5.x buildMsgContext),
+        # and a message id where the client sent none (5.5.0's SendMessageProcessor#sendMessage)
         stamped = {**string_to_properties(s), "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+        if not stamped.get("UNIQ_KEY"):
+            given = decode_record(record).properties.get("UNIQ_KEY", "")
+            assert len(given) == 32, given  # a fresh client-style id
+            stamped["UNIQ_KEY"] = given  # an empty one is filled in place, a missing one appended
         assert record.endswith(properties_to_string(stamped).encode())
 
 
