@@ -70,6 +70,18 @@ class MappedFileQueue:
                 raise OSError(f"{self.store_path}: segment {nxt.file_name} does not follow {prev.file_name}")
         self.mapped_files = files
 
+    def check_self(self) -> bool:
+        """MappedFileQueue#checkSelf: adjacent segments must be exactly one segment size apart; a
+        gap or an overlap (a file lost or copied in by hand) is logged as the bug it is. False then."""
+        files = list(self.mapped_files)
+        ok = True
+        for prev, cur in zip(files, files[1:], strict=False):
+            if cur.file_from_offset - prev.file_from_offset != self.mapped_file_size:
+                log.error("[BUG]The mappedFile queue's data is damaged, the adjacent mappedFile's offset don't "
+                          "match. pre file %s, cur file %s", prev.path, cur.path)
+                ok = False
+        return ok
+
     def shutdown(self, interval_forcibly_ms: int = 0) -> None:
         for mf in self.mapped_files:
             mf.shutdown(interval_forcibly_ms)

@@ -43,6 +43,7 @@ from orbitmq.broker.store.retention import RetentionService, disk_partition_used
 from orbitmq.broker.store.running_flags import RunningFlags
 from orbitmq.broker.store.transient_store_pool import TransientStorePool
 from orbitmq.common import speedups
+from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
 from orbitmq.common.message import MessageConst, MessageExt
 from orbitmq.common.message_codec import RecordError, decode_record
@@ -51,6 +52,9 @@ from orbitmq.common.message_id import decode_offset_message_id
 log = logging.getLogger(__name__)
 
 _PUT_OK = PutMessageStatus.PUT_OK
+# DefaultMessageStore#addScheduleTask: checkSelf 1 minute after start, then every 10 minutes.
+CHECK_SELF_INITIAL_DELAY_S = 60.0
+CHECK_SELF_INTERVAL_S = 600.0
 _WAIT = MessageConst.WAIT_STORE_MSG_OK
 
 
@@ -98,6 +102,7 @@ class MessageStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock_fd: int | None = None
         self._started = False
+        self._check_self_task: asyncio.Task[None] | None = None
         self.shutdown_flag = True
         self.last_exit_ok = True
         self.dispatched_store_timestamp = 0
@@ -166,8 +171,20 @@ class MessageStore:
             min_commit_log_offset=self.commit_log.get_min_offset,
         )
         self.retention_service.start()
+        self._check_self_task = asyncio.create_task(
+            periodic(CHECK_SELF_INTERVAL_S, self.check_self, what="checkSelf", initial_delay=CHECK_SELF_INITIAL_DELAY_S),
+            name="StoreCheckSelf")
         self._started = True
         self.shutdown_flag = False
+
+    def check_self(self) -> bool:
+        """DefaultMessageStore#checkSelf (every 10 minutes, first after 1): the CommitLog's and every
+        ConsumeQueue's segments follow each other without a gap; what does not is logged as a bug.
+        In-memory lists only, so it runs on the loop."""
+        ok = self.commit_log.mapped_file_queue.check_self()
+        for cq in self.consume_queues():
+            ok = cq.mapped_file_queue.check_self() and ok
+        return ok
 
     def _load_and_recover(self) -> None:
         cfg = self.config
@@ -337,6 +354,8 @@ class MessageStore:
             return
         self._started = False
         self.shutdown_flag = True
+        await cancel_and_wait(self._check_self_task)
+        self._check_self_task = None
         await self.retention_service.shutdown()
         await self.reput_service.shutdown()
         await asyncio.to_thread(self._shutdown_blocking)
