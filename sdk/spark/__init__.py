@@ -4,8 +4,9 @@
     register(spark)
     df = spark.readStream.format("rocketmq").option("endpoints", "127.0.0.1:8081").option("topic", "A").load()
 
-It talks to the Proxy only, through the SDK (QueryRoute, QueryOffset/GetOffset, PullMessage,
-UpdateOffset, SendMessage). Registration is explicit: pyspark 4.x discovers data sources only as
+It talks to the Proxy through the SDK (QueryRoute, QueryOffset/GetOffset, PullMessage,
+UpdateOffset, SendMessage); only ``topicPattern`` also asks the NameServers (``namesrvAddr``) for
+the topic list, which the proxy's gRPC API does not offer. Options: docs/spark.md. Registration is explicit: pyspark 4.x discovers data sources only as
 top-level modules named ``pyspark_*`` (``pyspark/sql/worker/lookup_data_sources.py``), not by
 package metadata, and OrbitMQ installs nothing outside the ``orbitmq`` namespace.
 """

@@ -103,7 +103,9 @@ class ReadOptions:
     min_messages_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     starting_by_timestamp: Timestamps | None = None
-    starting_by_timestamp_strategy: str = "error"  # "error" | "latest"
+    # "error" | "latest"; None: error for startingOffsetsByTimestamp (Kafka's default), latest for
+    # startingTimestamp (its behaviour before the strategy option existed).
+    starting_by_timestamp_strategy: str | None = None
     ending_by_timestamp: Timestamps | None = None
     topic_pattern: re.Pattern | None = None
     namesrv_addr: str | None = None

@@ -151,11 +151,10 @@ class _Planner:
     def queues(self) -> list[MessageQueue]:
         """The queues of option topic, or of every topic topicPattern matches now (listed again at
         each call, so a stream picks up new matching topics at its next micro-batch)."""
-        pattern = self.opts.topic_pattern
-        if pattern is None:
+        if self.opts.topic_pattern is None:
             return self._run(clients.queues(self.client, self.opts.topics))
         names = self._run(clients.list_topics(self.opts.namesrv_addr, self.conn))
-        return self._run(clients.pattern_queues(self.client, [t for t in names if pattern.fullmatch(t)]))
+        return self._run(clients.pattern_queues(self.client, [t for t in names if self.opts.topic_allowed(t)]))
 
     def offsets(self, mqs: list[MessageQueue], which: str, timestamp_ms: int | None = None) -> dict[MessageQueue, int]:
         if not mqs:
@@ -206,7 +205,8 @@ class _Planner:
         for mq in mqs:
             if found[mq] < latest[mq]:
                 continue
-            if self.opts.starting_by_timestamp_strategy == "error":
+            strategy = self.opts.starting_by_timestamp_strategy or ("latest" if name == "startingTimestamp" else "error")
+            if strategy == "error":
                 raise RocketMQOptionError(
                     f"rocketmq: option {name}: no message of topic {mq.topic} queue {queue_key(mq.broker, mq.queue_id)}"
                     f" was stored at or after {stamps[mq]} (startingOffsetsByTimestampStrategy=error; set it to "

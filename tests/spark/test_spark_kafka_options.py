@@ -68,9 +68,11 @@ def test_offsets_by_timestamp_per_queue_and_the_strategy(cluster, spark) -> None
                   startingOffsetsByTimestampStrategy="latest").select("queueId", "body").collect()
     assert {r.queueId for r in latest} == {0} and len(latest) == sum(1 for r in every if r.queueId == 0
                                                                      and r.queueOffset >= cut[0])
-    # The strategy covers startingTimestamp too (Kafka's rule).
+    # startingTimestamp: latest by default (as before the strategy existed), error when asked.
+    assert read(spark, cluster, topic, startingTimestamp=str(middle + 3_600_000)).count() == 0
     assert "option startingTimestamp: no message" in _error_of(
-        lambda: read(spark, cluster, topic, startingTimestamp=str(middle + 3_600_000)).collect())
+        lambda: read(spark, cluster, topic, startingTimestamp=str(middle + 3_600_000),
+                     startingOffsetsByTimestampStrategy="error").collect())
 
     unknown = json.dumps({topic: {"broker-a/0": 0, "broker-a/1": 0, "broker-a/9": 0}})
     msg = _error_of(lambda: read(spark, cluster, topic, startingOffsetsByTimestamp=unknown).collect())

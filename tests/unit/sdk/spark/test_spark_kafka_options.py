@@ -53,7 +53,7 @@ def test_timestamps_json_and_strategy() -> None:
                      "endingOffsetsByTimestamp": json.dumps({"B": {"broker-a/1": 30}})}, False)
     assert ro.starting_by_timestamp == {"A": {"broker-a/0": 10, "broker-b/3": 20}}
     assert ro.ending_by_timestamp == {"B": {"broker-a/1": 30}} and ro.starting_by_timestamp_strategy == "latest"
-    assert parse_read({**EP, "startingTimestamp": "5"}, True).starting_by_timestamp_strategy == "error"
+    assert parse_read({**EP, "startingTimestamp": "5"}, True).starting_by_timestamp_strategy is None
 
 
 def test_partition_options_and_include_properties() -> None:
