@@ -109,7 +109,7 @@ def is_user_topic(topic: str) -> bool:
 
 
 async def list_topics(namesrv_addr: str, conn: Connection) -> list[str]:
-    """Every topic the NameServers know (GET_ALL_TOPIC_LIST_FROM_NAMESERVER, the first that answers):
+    """Every user topic the NameServers know (GET_ALL_TOPIC_LIST_FROM_NAMESERVER, the first that answers):
     the proxy's gRPC API (MessagingService) has no topic listing. Signed with accessKey/secretKey."""
     api = MQClientAPI(timeout=conn.request_timeout)
     install_signing(api.remoting, (conn.access_key, conn.secret_key) if conn.access_key else None)
@@ -117,7 +117,12 @@ async def list_topics(namesrv_addr: str, conn: Connection) -> list[str]:
     try:
         for addr in namesrv_addr.split(";"):
             try:
-                return [t for t in await api.get_all_topic_list(addr) if is_user_topic(t)]
+                topics = await api.get_all_topic_list(addr)
+                # The topics RocketMQ's brokers name after their cluster and themselves
+                # (clusterTopicEnable, brokerTopicEnable) carry no user messages.
+                info = await api.get_cluster_info(addr)
+                own = set(info.cluster_addr_table) | set(info.broker_addr_table)
+                return [t for t in topics if is_user_topic(t) and t not in own]
             except Exception as exc:  # noqa: BLE001 -- any failure: try the next NameServer
                 errors.append(f"{addr}: {exc}")
     finally:

@@ -130,6 +130,10 @@ def test_topic_pattern_picks_up_new_matching_topics(cluster, spark, tmp_path: Pa
     pattern = f"{prefix}-.*"
     batch = read(spark, cluster, topicPattern=pattern, namesrvAddr=cluster.namesrv).collect()
     assert sorted(r.body for r in batch) == sorted(b"a-%d" % i for i in range(10))
+    # The cluster's and brokers' own topics, system, retry and DLQ topics never match.
+    wide = read(spark, cluster, topicPattern=f"{prefix}-a|DefaultCluster|broker-.*|TBW102|rmq_sys_.*|%RETRY%.*|%DLQ%.*",
+                namesrvAddr=cluster.namesrv).select("topic").collect()
+    assert {r.topic for r in wide} == {first}
 
     seen: list[tuple[str, bytes]] = []
     lock = threading.Lock()

@@ -194,6 +194,14 @@ def test_offsets_behind_latest_from_a_progress() -> None:
     assert lag(other)["maxOffsetsBehindLatest"] == 20  # the first source of the rocketmq shape
 
 
+def test_topic_pattern_never_matches_internal_topics() -> None:
+    from orbitmq.spark.clients import is_user_topic
+
+    assert is_user_topic("orders-eu")
+    assert not any(is_user_topic(t) for t in ("%RETRY%G", "%DLQ%G", "TBW102", "rmq_sys_wheel_timer",
+                                              "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRACE_TOPIC"))
+
+
 def _reader(**options):
     from orbitmq.spark.source import RocketMQStreamReader
 
