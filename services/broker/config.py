@@ -96,6 +96,8 @@ class BrokerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys (authentic
     start_accept_send_request_time_stamp: int = 0
     channel_expired_timeout: int = 120_000
     client_channel_scan_interval: int = 10_000
+    # How long a subscription a pull carried is remembered (ConsumerManager's compensation table).
+    subscription_expired_timeout: int = 600_000
     # RebalanceLockManager's max lock life (rocketmq.broker.rebalance.lockMaxLiveTime upstream).
     rebalance_lock_max_live_time: int = 60_000
     # Test knob (not in RocketMQ): each send worker sleeps this long before storing a message,

@@ -133,6 +133,7 @@ class BrokerController:
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
         self.message_store: Any = None
         self.consumer_manager = ConsumerManager(self._on_consumer_ids_changed, config.channel_expired_timeout)
+        self.consumer_manager.subscription_expired_millis = config.subscription_expired_timeout
         self.producer_manager = ProducerManager(config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.pull_request_hold_service = PullRequestHoldService(
@@ -590,6 +591,7 @@ class BrokerController:
         self.pull_request_hold_service.short_polling_time_mills = self.config.short_polling_time_mills
         self.rebalance_lock_manager.max_live_millis = self.config.rebalance_lock_max_live_time
         self.consumer_manager.channel_expired_millis = self.config.channel_expired_timeout
+        self.consumer_manager.subscription_expired_millis = self.config.subscription_expired_timeout
         self.producer_manager.channel_expired_millis = self.config.channel_expired_timeout
         self._scan_kick.set()
         if self.config.broker_permission != old_perm:

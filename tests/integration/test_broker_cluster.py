@@ -315,6 +315,60 @@ async def test_consumer_registry_notifications_and_orderly_locks(procs, tmp_path
         await second.close()
 
 
+def heartbeat_v2_body(client_id: str, group: str, topic: str, fingerprint: int, without_sub: bool) -> bytes:
+    """What a 5.x client sends once the broker said IS_SUPPORT_HEART_BEAT_V2 (MQClientInstance
+    #sendHeartbeatToBrokerV2): its fingerprint, and no subscription when it did not change."""
+    data = json.loads(heartbeat_body(client_id, group, topic))
+    data["heartbeatFingerprint"] = fingerprint
+    data["withoutSub"] = without_sub
+    if without_sub:
+        data["consumerDataSet"][0]["subscriptionDataSet"] = []
+    return json.dumps(data).encode()
+
+
+async def test_heartbeat_v2_keeps_the_subscription_and_asks_for_it_when_needed(procs, tmp_path: Path) -> None:
+    addr = await start_single_broker(procs, tmp_path, "broker-hb-v2")
+    group = "CG_HB_V2"
+
+    async def subscription(client: RemotingClient) -> dict:
+        connections = json.loads((await invoke_ok(client, addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                                  {"consumerGroup": group})).body)
+        return connections["subscriptionTable"]
+
+    async with RemotingClient() as client:
+        await invoke_ok(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2", "perm": "6",
+            "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
+        # A V1 heartbeat: the broker says it speaks V2, and (V1 has no fingerprint) "changed".
+        v1 = await invoke_ok(client, addr, RequestCode.HEART_BEAT, body=heartbeat_body("c-1", group, TOPIC))
+        assert (v1.ext_fields["IS_SUPPORT_HEART_BEAT_V2"], v1.ext_fields["IS_SUB_CHANGE"]) == ("true", "true")
+        # A V2 heartbeat in full, then fingerprint-only ones: the subscription stays.
+        full = await invoke_ok(client, addr, RequestCode.HEART_BEAT,
+                               body=heartbeat_v2_body("c-1", group, TOPIC, 1234, without_sub=False))
+        assert full.ext_fields["IS_SUB_CHANGE"] == "true"  # 0 before, 1234 now
+        again = await invoke_ok(client, addr, RequestCode.HEART_BEAT,
+                                body=heartbeat_v2_body("c-1", group, TOPIC, 1234, without_sub=False))
+        assert again.ext_fields["IS_SUB_CHANGE"] == "false"
+        simple = await invoke_ok(client, addr, RequestCode.HEART_BEAT,
+                                 body=heartbeat_v2_body("c-1", group, TOPIC, 1234, without_sub=True))
+        assert simple.ext_fields["IS_SUB_CHANGE"] == "false"
+        assert (await subscription(client))[TOPIC]["subString"] == "TagA || TagB"
+        assert await consumer_ids(client, addr, group) == ["c-1"]
+        # Another member with another fingerprint: the group's subscription changed, say so.
+        async with RemotingClient() as second:  # a member has a connection of its own
+            other = await invoke_ok(second, addr, RequestCode.HEART_BEAT,
+                                    body=heartbeat_v2_body("c-2", group, TOPIC, 999, without_sub=True))
+            assert other.ext_fields["IS_SUB_CHANGE"] == "true"
+            assert await consumer_ids(client, addr, group) == ["c-1", "c-2"]
+        # A fingerprint-only heartbeat of a group this broker never heard of (it restarted): asked to resend.
+        unknown = await invoke_ok(client, addr, RequestCode.HEART_BEAT,
+                                  body=heartbeat_v2_body("c-3", "CG_HB_NEW", TOPIC, 77, without_sub=True))
+        assert unknown.ext_fields["IS_SUB_CHANGE"] == "true"
+        bad = await client.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, {}, json.dumps(
+            {"clientID": "c-4", "heartbeatFingerprint": "x", "consumerDataSet": [], "producerDataSet": []}).encode()), 5)
+        assert bad.code == ResponseCode.SYSTEM_ERROR and "heartbeatFingerprint" in bad.remark
+
+
 async def test_queries_stats_and_reset_offset(procs, tmp_path: Path) -> None:
     from orbitmq.common import fastjson
 

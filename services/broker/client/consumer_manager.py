@@ -19,6 +19,7 @@ from .channel_info import ClientChannelInfo, channel_remote_addr, now_ms
 log = logging.getLogger(__name__)
 
 CHANNEL_EXPIRED_MILLIS = 120_000
+SUBSCRIPTION_EXPIRED_MILLIS = 600_000  # BrokerConfig#subscriptionExpiredTimeout
 
 
 @dataclass
@@ -95,15 +96,58 @@ class ConsumerManager:
     def __init__(self, on_ids_changed: IdsChangedListener | None = None,
                  channel_expired_millis: int = CHANNEL_EXPIRED_MILLIS) -> None:
         self.consumer_table: dict[str, ConsumerGroupInfo] = {}
+        # consumerCompensationTable: what consumers without a heartbeat (pull consumers naming their
+        # subscription in each pull, consumers through a proxy) are known by, so admin queries
+        # still find their subscription; it expires with subscriptionExpiredTimeout.
+        self.compensation_table: dict[str, ConsumerGroupInfo] = {}
+        self.subscription_expired_millis = SUBSCRIPTION_EXPIRED_MILLIS
         self._on_ids_changed = on_ids_changed
         self.channel_expired_millis = channel_expired_millis
 
     def get_consumer_group_info(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumer_table.get(group)
 
-    def find_subscription_data(self, group: str, topic: str) -> dict[str, Any] | None:
+    def find_subscription_data(self, group: str, topic: str, from_compensation: bool = True) -> dict[str, Any] | None:
+        """ConsumerManager#findSubscriptionData: a member's heartbeat first, else (by default) what
+        the group's pulls compensated."""
         info = self.consumer_table.get(group)
-        return info.subscription_table.get(topic) if info else None
+        if info is not None:
+            sub = info.subscription_table.get(topic)
+            if sub is not None:
+                return sub
+        if from_compensation:
+            compensated = self.compensation_table.get(group)
+            if compensated is not None:
+                return compensated.subscription_table.get(topic)
+        return None
+
+    def compensate_basic_consumer_info(self, group: str, consume_type: str, message_model: str) -> None:
+        """ConsumerManager#compensateBasicConsumerInfo, for every pull."""
+        info = self.compensation_table.get(group)
+        if info is None:
+            info = self.compensation_table[group] = ConsumerGroupInfo(group)
+        info.consume_type, info.message_model = consume_type, message_model
+
+    def compensate_subscribe_data(self, group: str, topic: str, subscription: dict[str, Any]) -> None:
+        """ConsumerManager#compensateSubscribeData: a pull that carried its subscription."""
+        info = self.compensation_table.get(group)
+        if info is None:
+            info = self.compensation_table[group] = ConsumerGroupInfo(group)
+        info.subscription_table[topic] = subscription
+
+    def remove_expire_consumer_group_info(self, now: int | None = None) -> None:
+        """ConsumerManager#removeExpireConsumerGroupInfo: compensated subscriptions older than
+        subscriptionExpiredTimeout (by their subVersion, the time they were built) go, and a group
+        left with none goes too."""
+        deadline = (now_ms() if now is None else now) - self.subscription_expired_millis
+        for group, info in list(self.compensation_table.items()):
+            table = info.subscription_table
+            for topic, sub in list(table.items()):
+                version = sub.get("subVersion")
+                if isinstance(version, int) and version < deadline:
+                    del table[topic]
+                    if not table:
+                        self.compensation_table.pop(group, None)
 
     def find_channel(self, group: str, client_id: str) -> ClientChannelInfo | None:
         info = self.consumer_table.get(group)
@@ -126,6 +170,19 @@ class ConsumerManager:
         if channel_changed and notify:
             self._notify(group, info)
         return channel_changed or sub_changed
+
+    def register_consumer_without_sub(self, group: str, channel_info: ClientChannelInfo, consume_type: str,
+                                      message_model: str, consume_from_where: str, notify: bool) -> bool:
+        """ConsumerManager#registerConsumerWithoutSub: a heartbeat V2 whose subscription did not
+        change (its fingerprint is the one last sent) refreshes the channel and keeps the group's
+        subscriptions as they are."""
+        info = self.consumer_table.get(group)
+        if info is None:
+            info = self.consumer_table[group] = ConsumerGroupInfo(group)
+        channel_changed = info.update_channel(channel_info, consume_type, message_model, consume_from_where)
+        if channel_changed and notify:
+            self._notify(group, info)
+        return channel_changed
 
     def unregister_consumer(self, group: str, channel: Any, notify: bool) -> None:
         info = self.consumer_table.get(group)
@@ -163,6 +220,7 @@ class ConsumerManager:
                 del self.consumer_table[group]
             elif stale:
                 self._notify(group, info)
+        self.remove_expire_consumer_group_info()  # ConsumerManager#scanNotActiveChannel ends so too
         return expired
 
     def groups_subscribing(self, topic: str) -> list[str]:

@@ -31,6 +31,15 @@ class NotificationProcessor:
         self.broker.register_processor(RequestCode.NOTIFICATION, self.process)
 
     async def process(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        try:
+            return await self._process(request, channel)
+        except RequestError as exc:
+            if exc.remark.startswith("the custom field"):
+                raise  # a header that does not decode: no NotificationResponseHeader upstream either
+            # NotificationResponseHeader's two primitives are on the wire, false, with a refusal too.
+            return request.response_to(exc.code, exc.remark, ext(hasMsg=False, pollingFull=False))
+
+    async def _process(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         f = Fields(request.ext_fields)
         group = f.str("consumerGroup")
         topic = f.str("topic")
@@ -64,10 +73,10 @@ class NotificationProcessor:
         deadline = broker.now_ms() + poll_time
         while True:
             if self.pop.has_message(topic, group, queue_id, order, attempt_id):
-                return request.response_to(ResponseCode.SUCCESS, None, ext(hasMsg=True))
+                return request.response_to(ResponseCode.SUCCESS, None, ext(hasMsg=True, pollingFull=False))
             remaining = deadline - broker.now_ms()
             if remaining <= 0 or self.pop.long_polling.stopped or not getattr(channel, "is_active", True):
-                return request.response_to(ResponseCode.SUCCESS, None, ext(hasMsg=False))
+                return request.response_to(ResponseCode.SUCCESS, None, ext(hasMsg=False, pollingFull=False))
             parked = self.pop.long_polling.park(topic, group, queue_id, None, notification=True)
             if parked is None:
                 return request.response_to(ResponseCode.SUCCESS, None, ext(hasMsg=False, pollingFull=True))

@@ -188,15 +188,18 @@ class AdminBrokerProcessor:
     async def get_all_consumer_offset(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         """GET_ALL_CONSUMER_OFFSET (43): consumerOffset.json's content (offsetTable, dataVersion),
         with what upstream's fastjson adds from ConsumerOffsetManager's getters: groupTopicMap
-        (group -> topics with an offset) and pullOffsetTable (empty: no PopConsumerService here)."""
-        content = self.broker.consumer_offset_manager.encode_json()
+        (group -> topics with an offset) and pullOffsetTable."""
+        manager = self.broker.consumer_offset_manager
+        content = manager.encode_json()
+        with manager._lock:
+            pull = {key: {str(q): o for q, o in table.items()} for key, table in manager.pull_offset_table.items()}
         group_topics: dict[str, set[str]] = {}
         for key in content.get("offsetTable") or {}:
             topic, sep, group = str(key).partition("@")
             if sep and "@" not in group:
                 group_topics.setdefault(group, set()).add(topic)
         content["groupTopicMap"] = {group: sorted(topics) for group, topics in group_topics.items()}
-        content.setdefault("pullOffsetTable", {})
+        content["pullOffsetTable"] = pull
         body = await asyncio.to_thread(encode_json_body, content)
         return request.response_to(ResponseCode.SUCCESS, None, None, body)
 
@@ -275,9 +278,13 @@ class AdminBrokerProcessor:
     async def get_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         """GET_SUBSCRIPTIONGROUP_CONFIG (352): one group's SubscriptionGroupConfig JSON."""
         group = Fields(request.ext_fields).str("group")
+        # Upstream's AdminBrokerProcessor#getSubscriptionGroup uses findSubscriptionGroupConfig, which
+        # creates a missing group when autoCreateSubscriptionGroup is on: a read (mqadmin
+        # getConsumerConfig with a typo) would create groups. OrbitMQ reads only
+        # (docs/compatibility.md, differential conformance).
         config = self.broker.subscription_group_manager.get(group)
         if config is None:
-            raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"The group[{group}] not exist")
+            raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
         return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(config.to_json_dict()))
 
     async def delete_subscription_group(self, request: RemotingCommand, channel: Any) -> RemotingCommand:

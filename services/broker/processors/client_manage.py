@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 # TopicSysFlag.buildSysFlag(false, true): the unit-sub flag of a unit-mode consumer's retry topic.
 FLAG_UNIT_SUB = 0x1 << 1
+IS_SUPPORT_HEART_BEAT_V2 = "IS_SUPPORT_HEART_BEAT_V2"
+IS_SUB_CHANGE = "IS_SUB_CHANGE"
 
 
 def decode_body(request: RemotingCommand, what: str) -> dict[str, Any]:
@@ -75,6 +77,9 @@ def encode_message_queue(mq: tuple[str, str, int]) -> dict[str, Any]:
 class ClientManageProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
+        # consumerGroupHeartbeatTable: group -> the heartbeatFingerprint its last heartbeat carried
+        # (0 for a heartbeat V1), so a V2 heartbeat with another one reports the subscription changed.
+        self.group_fingerprints: dict[str, int] = {}
 
     def register(self) -> None:
         b = self.broker
@@ -112,8 +117,22 @@ class ClientManageProcessor:
         props = data.get("clientProperties") or {}
         if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
             raise RequestError(ResponseCode.SYSTEM_ERROR, "HeartbeatData.clientProperties must map strings to strings")
+        fingerprint = data.get("heartbeatFingerprint") or 0
+        if isinstance(fingerprint, bool) or not isinstance(fingerprint, int):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "HeartbeatData.heartbeatFingerprint must be an integer")
+        # fastjson writes isWithoutSub as "withoutSub" (its getter); either name is read.
+        without_sub = fingerprint != 0 and (data.get("withoutSub") is True or data.get("isWithoutSub") is True)
+        sub_changed = fingerprint == 0  # ClientManageProcessor#heartBeat: a V1 heartbeat always "changes"
         language = getattr(request.language, "name", str(request.language))
         for group, raw, subs in consumers:
+            previous = self.group_fingerprints.get(group)
+            if fingerprint != 0 and previous is not None and previous != fingerprint:
+                sub_changed = True  # heartBeatV2: the client must send its subscription again
+            elif without_sub and previous is None:
+                # Better than heartBeatV2 (which answers "unchanged" here): a broker that never had
+                # this group's subscription (it restarted) asks for it instead of keeping none.
+                sub_changed = True
+            self.group_fingerprints[group] = fingerprint
             info = ClientChannelInfo(channel, client_id, language, int(request.version), properties=dict(props))
             group_config = topic_support.find_subscription_group_config(self.broker, group)
             notify = True
@@ -122,16 +141,24 @@ class ClientManageProcessor:
                 sys_flag = FLAG_UNIT_SUB if raw.get("unitMode") is True else 0
                 topic_support.create_topic_in_send_message_back_method(
                     self.broker, retry_topic(group), group_config.retry_queue_nums, PERM_WRITE | PERM_READ, sys_flag)
-            changed = self.broker.consumer_manager.register_consumer(
-                group, info, str(raw.get("consumeType") or "CONSUME_PASSIVELY"),
-                str(raw.get("messageModel") or "CLUSTERING"),
-                str(raw.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"), subs, notify)
+            consume_type = str(raw.get("consumeType") or "CONSUME_PASSIVELY")
+            model = str(raw.get("messageModel") or "CLUSTERING")
+            from_where = str(raw.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET")
+            if without_sub:
+                changed = self.broker.consumer_manager.register_consumer_without_sub(
+                    group, info, consume_type, model, from_where, notify)
+            else:
+                changed = self.broker.consumer_manager.register_consumer(
+                    group, info, consume_type, model, from_where, subs, notify)
             if changed:
                 log.info("registerConsumer info changed, group %s client %s", group, client_id)
         for group in producers:
             self.broker.producer_manager.register_producer(
                 group, ClientChannelInfo(channel, client_id, language, int(request.version), properties=dict(props)))
-        return request.response_to(ResponseCode.SUCCESS)
+        # MixAll.IS_SUPPORT_HEART_BEAT_V2 / IS_SUB_CHANGE: 5.x clients then send their fingerprint,
+        # and the subscription only when it changed or when asked to.
+        return request.response_to(ResponseCode.SUCCESS, None, {
+            IS_SUPPORT_HEART_BEAT_V2: "true", IS_SUB_CHANGE: "true" if sub_changed else "false"})
 
     async def check_client_config(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         """ClientManageProcessor#checkClientConfig: a push consumer with a SQL92 subscription asks

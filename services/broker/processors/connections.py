@@ -36,6 +36,8 @@ class ConnectionsProcessor:
         b.register_processor(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.producer_connections)
         b.register_processor(RequestCode.GET_ALL_PRODUCER_INFO, self.all_producer_info)
         b.register_processor(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, self.topic_consumed_by_who)
+        b.register_processor(RequestCode.QUERY_TOPICS_BY_CONSUMER, self.topics_by_consumer)
+        b.register_processor(RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER, self.subscription_by_consumer)
 
     async def consumer_connections(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         group = Fields(request.ext_fields).str("consumerGroup")
@@ -76,3 +78,22 @@ class ConnectionsProcessor:
         groups |= self.broker.consumer_offset_manager.which_group_by_topic(topic)
         return request.response_to(ResponseCode.SUCCESS, None, None,
                                    encode_json_body({"groupList": sorted(groups)}))
+
+    async def topics_by_consumer(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """QUERY_TOPICS_BY_CONSUMER (343, AdminBrokerProcessor#queryTopicsByConsumer): the topics
+        the group has offsets of, as a TopicList with this broker's address."""
+        group = Fields(request.ext_fields).str("group")
+        topics = sorted(self.broker.consumer_offset_manager.which_topic_by_consumer(group))
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(
+            {"topicList": topics, "brokerAddr": self.broker.config.broker_addr}))
+
+    async def subscription_by_consumer(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
+        """QUERY_SUBSCRIPTION_BY_CONSUMER (345, AdminBrokerProcessor#querySubscriptionByConsumer):
+        the group's live subscription to the topic (none when no member subscribes to it)."""
+        f = Fields(request.ext_fields)
+        group, topic = f.str("group"), f.str("topic")
+        body: dict[str, Any] = {"group": group, "topic": topic}
+        subscription = self.broker.consumer_manager.find_subscription_data(group, topic)
+        if subscription is not None:
+            body["subscriptionData"] = subscription
+        return request.response_to(ResponseCode.SUCCESS, None, None, encode_json_body(body))

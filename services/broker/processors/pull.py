@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from orbitmq.broker.longpolling.pull_request_hold import PullRequest
 from orbitmq.common import fastjson
 from orbitmq.common.constants import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT, is_readable
+from orbitmq.common.filter.subscription import FilterExpressionError, build_subscription_data
 from orbitmq.common.message import MessageConst
 from orbitmq.common.sysflag import has_commit_offset_flag, has_subscription_flag, has_suspend_flag
 from orbitmq.remoting.codes import RequestCode, ResponseCode
@@ -39,6 +40,11 @@ RELEASE_GRACE_SECONDS = 2.0
 MAX_HOLD_MILLIS = 2**31 - 1
 
 
+# RequestSource (PullMessageRequestHeader#requestSource): who pulls.
+REQUEST_SOURCE_SDK = -1
+REQUEST_SOURCE_PROXY_FOR_BROADCAST = 1
+REQUEST_SOURCE_PROXY_FOR_STREAM = 2
+
 @dataclass(slots=True)
 class PullHeader:
     consumer_group: str
@@ -53,6 +59,7 @@ class PullHeader:
     sub_version: int
     expression_type: str
     max_msg_bytes: int | None
+    request_source: int = REQUEST_SOURCE_SDK
 
 
 def parse_pull_header(request: RemotingCommand) -> PullHeader:
@@ -70,6 +77,7 @@ def parse_pull_header(request: RemotingCommand) -> PullHeader:
         sub_version=f.long("subVersion"),
         expression_type=f.str("expressionType", "TAG") or "TAG",
         max_msg_bytes=f.int("maxMsgBytes") if f.has("maxMsgBytes") else None,
+        request_source=f.int("requestSource") if f.has("requestSource") else REQUEST_SOURCE_SDK,
     )
     if header.max_msg_nums <= 0:
         raise RequestError(ResponseCode.SYSTEM_ERROR, f"maxMsgNums[{header.max_msg_nums}] must be positive")
@@ -143,6 +151,16 @@ class PullMessageProcessor:
                                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
                                f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] "
                                f"consumer:[{broker.remote_addr(channel)}]")
+        # PullMessageProcessor: every pull keeps what the group is (consumers without a heartbeat).
+        if header.request_source == REQUEST_SOURCE_PROXY_FOR_BROADCAST:
+            broker.consumer_manager.compensate_basic_consumer_info(header.consumer_group, "CONSUME_PASSIVELY",
+                                                                   "BROADCASTING")
+        elif header.request_source == REQUEST_SOURCE_PROXY_FOR_STREAM:
+            broker.consumer_manager.compensate_basic_consumer_info(header.consumer_group, "CONSUME_ACTIVELY",
+                                                                   "CLUSTERING")
+        else:
+            broker.consumer_manager.compensate_basic_consumer_info(header.consumer_group, "CONSUME_PASSIVELY",
+                                                                   "CLUSTERING")
         message_filter = self._message_filter(header, group_config)
 
         max_bytes = header.max_msg_bytes if header.max_msg_bytes and header.max_msg_bytes > 0 else None
@@ -209,6 +227,15 @@ class PullMessageProcessor:
     def _message_filter(self, header: PullHeader, group_config: Any) -> Any:
         broker = self.broker
         if has_subscription_flag(header.sys_flag):
+            try:  # FilterAPI.build, then ConsumerManager#compensateSubscribeData, as upstream
+                subscription = build_subscription_data(header.topic, header.subscription or "*",
+                                                       header.expression_type)
+            except (FilterExpressionError, ValueError, TypeError) as exc:
+                raise RequestError(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                   f"parse the consumer's subscription[{header.subscription}] failed, "
+                                   f"group: {header.consumer_group}: {exc}") from None
+            broker.consumer_manager.compensate_subscribe_data(header.consumer_group, header.topic,
+                                                              subscription.to_json_dict())
             if header.expression_type.upper() != "TAG" and not broker.config.enable_property_filter:
                 raise RequestError(ResponseCode.SYSTEM_ERROR,
                                    f"The broker does not support consumer to filter message by "

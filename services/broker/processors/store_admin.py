@@ -48,8 +48,9 @@ class StoreAdminProcessor:
 
     async def query_consume_queue(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
         """QueryConsumeQueueResponseBody: the queue's bounds and ``count`` entries from ``index``
-        (physicOffset, physicSize, tagsCode; OrbitMQ keeps no ConsumeQueue extension, so no
-        extendDataJson, bitMap or eval), with the group's subscription when one is named."""
+        (physicOffset, physicSize, tagsCode, and ConsumeQueueData's eval, false: OrbitMQ keeps no
+        ConsumeQueue extension, so no extendDataJson or bitMap and nothing to evaluate), with the
+        group's subscription when one is named."""
         f = Fields(request.ext_fields)
         topic, queue_id = f.str("topic"), f.int("queueId")
         index, count = f.long("index"), f.int("count")
@@ -74,7 +75,8 @@ class StoreAdminProcessor:
             if entry is None:
                 break
             physic_offset, physic_size, tags_code = entry
-            entries.append({"physicOffset": physic_offset, "physicSize": physic_size, "tagsCode": tags_code})
+            entries.append({"physicOffset": physic_offset, "physicSize": physic_size, "tagsCode": tags_code,
+                            "eval": False})
         body["queueData"] = entries
         return request.response_to(ResponseCode.SUCCESS, None, None, json.dumps(body).encode("utf-8"))
 

@@ -1,6 +1,8 @@
 """config/delayOffset.json: how far each delay level's queue has been delivered.
 
-The file is {"offsetTable": {"1": 12, …}} keyed by level. Apache RocketMQ writes the keys as
+The file is {"offsetTable": {"1": 12, …}, "dataVersion": {...}} keyed by level (the
+DataVersion moves every delayOffsetUpdateVersionStep updates, as ScheduleMessageService
+#updateOffset moves it). Apache RocketMQ writes the keys as
 bare numbers (fastjson), which is not strict JSON; loading accepts both forms so a file
 copied from an upstream broker is understood.
 """
@@ -13,6 +15,7 @@ import threading
 from typing import Any
 
 from orbitmq.broker.store.metadata.config_manager import JsonConfigManager
+from orbitmq.common.route import DataVersion
 
 _BARE_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 
@@ -40,10 +43,13 @@ def _rewrite_bare_keys(path: str) -> None:
 class DelayOffsetManager(JsonConfigManager):
     file_name = "delayOffset.json"
 
-    def __init__(self, config_dir: str) -> None:
+    def __init__(self, config_dir: str, *, update_version_step: int = 200) -> None:
         super().__init__(config_dir)
         self.offset_table: dict[int, int] = {}
         self._offsets_lock = threading.Lock()
+        self.data_version = DataVersion()
+        self.update_version_step = max(1, update_version_step)  # delayOffsetUpdateVersionStep
+        self._updates = 0
 
     def load(self) -> bool:
         for candidate in (self.path, self.path + ".bak"):
@@ -52,19 +58,24 @@ class DelayOffsetManager(JsonConfigManager):
 
     def encode(self) -> dict[str, Any]:
         with self._offsets_lock:
-            return {"offsetTable": {str(level): offset for level, offset in sorted(self.offset_table.items())}}
+            return {"offsetTable": {str(level): offset for level, offset in sorted(self.offset_table.items())},
+                    "dataVersion": self.data_version.to_json_dict()}
 
-    def parse(self, obj: Any) -> dict[int, int]:
+    def parse(self, obj: Any) -> tuple[dict[int, int], DataVersion | None]:
         if not isinstance(obj, dict):
             raise ValueError("delayOffset.json must hold a JSON object")
         table = obj.get("offsetTable") or {}
         if not isinstance(table, dict):
             raise ValueError("delayOffset.json: offsetTable must be an object")
-        return {int(level): int(offset) for level, offset in table.items()}
+        version = DataVersion.from_json_dict(obj["dataVersion"]) if isinstance(obj.get("dataVersion"), dict) else None
+        return {int(level): int(offset) for level, offset in table.items()}, version
 
-    def apply(self, parsed: dict[int, int]) -> None:
+    def apply(self, parsed: tuple[dict[int, int], DataVersion | None]) -> None:
+        table, version = parsed
         with self._offsets_lock:
-            self.offset_table = dict(parsed)
+            self.offset_table = dict(table)
+            if version is not None:
+                self.data_version.assign_new_one(version)
 
     def get(self, level: int) -> int:
         with self._offsets_lock:
@@ -73,3 +84,6 @@ class DelayOffsetManager(JsonConfigManager):
     def update(self, level: int, offset: int) -> None:
         with self._offsets_lock:
             self.offset_table[level] = offset
+            self._updates += 1
+            if self._updates % self.update_version_step == 0:
+                self.data_version.next_version()

@@ -338,7 +338,8 @@ class RemotingProtocolServer:
 
     async def heartbeat(self, request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
         """HEART_BEAT to every master (a master that joins later hears the next one). Answered
-        without isSupportHeartbeatV2: each heartbeat carries the whole subscription."""
+        without IS_SUPPORT_HEART_BEAT_V2 (and IS_SUB_CHANGE): each heartbeat carries the whole
+        subscription, so a master that joins, or restarts, always gets it."""
         body = bytes(request.body or b"")
         repeated = self.links.repeated_heartbeat(channel, body)
         if repeated is not None:
@@ -346,7 +347,7 @@ class RemotingProtocolServer:
         try:
             _check_heartbeat(body)
             answer = _first_success(request, await self._every_master(channel, request),
-                                    drop=("isSupportHeartbeatV2",))
+                                    drop=("IS_SUPPORT_HEART_BEAT_V2", "IS_SUB_CHANGE"))
             if answer is not None and answer.code == ResponseCode.SUCCESS:
                 self.links.heartbeat_forwarded(channel, body, answer)
             return answer

@@ -56,6 +56,13 @@ def _create_topic(name: str) -> dict[str, str]:
 LOCK_BODY = json.dumps({"consumerGroup": GROUP, "clientId": "127.0.0.1@conf",
                         "mqSet": [{"topic": TOPIC, "brokerName": BROKER, "queueId": 0}]}).encode()
 
+HEARTBEAT_BODY = json.dumps({
+    "clientID": "127.0.0.1@conf", "producerDataSet": [{"groupName": "ConfHbProducer"}],
+    "consumerDataSet": [{"groupName": "ConfHbGroup", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+                         "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
+                         "subscriptionDataSet": [{"topic": TOPIC, "subString": "*", "tagsSet": [], "codeSet": [],
+                                                  "subVersion": 1, "expressionType": "TAG"}]}]}).encode()
+
 NAMESRV_CASES = [
     Case("route", "namesrv", RC.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}, body_depth=3),
     Case("route of a missing topic", "namesrv", RC.GET_ROUTEINFO_BY_TOPIC, {"topic": MISSING_TOPIC}),
@@ -75,6 +82,18 @@ NAMESRV_CASES = [
          body_depth=-1),
     Case("wipe write perm of an unknown broker", "namesrv", RC.WIPE_WRITE_PERM_OF_BROKER,
          {"brokerName": "ConfNoBroker"}, values=("wipeTopicCount",)),
+    Case("get a KV config without its namespace", "namesrv", RC.GET_KV_CONFIG, {"key": "k1"}),
+    Case("system topics", "namesrv", RC.GET_SYSTEM_TOPIC_LIST_FROM_NS, body_depth=1),
+    Case("unit topics", "namesrv", RC.GET_UNIT_TOPIC_LIST, body_depth=1),
+    Case("member group of a broker set", "namesrv", RC.GET_BROKER_MEMBER_GROUP,
+         {"clusterName": CLUSTER, "brokerName": BROKER}, body_depth=2),
+    Case("member group of an unknown broker set", "namesrv", RC.GET_BROKER_MEMBER_GROUP,
+         {"clusterName": CLUSTER, "brokerName": "ConfNoBroker"}, body_depth=2),
+    Case("add write perm of an unknown broker", "namesrv", RC.ADD_WRITE_PERM_OF_BROKER,
+         {"brokerName": "ConfNoBroker"}, values=("addTopicCount",)),
+    Case("delete a missing topic", "namesrv", RC.DELETE_TOPIC_IN_NAMESRV, {"topic": MISSING_TOPIC}),
+    Case("update a blacklisted config key", "namesrv", RC.UPDATE_NAMESRV_CONFIG, body=b"kvConfigPath=/tmp/x\n"),
+    Case("update the config with no body", "namesrv", RC.UPDATE_NAMESRV_CONFIG),
     Case("unknown request code", "namesrv", UNKNOWN_CODE),
 ]
 
@@ -166,6 +185,55 @@ BROKER_CASES = [
     Case("send back a message that does not exist", "broker", RC.CONSUMER_SEND_MSG_BACK,
          {"offset": "99999999", "group": GROUP, "delayLevel": "0", "originMsgId": "00", "originTopic": TOPIC,
           "unitMode": "false", "maxReconsumeTimes": "16"}),
+    Case("min offset of a missing topic", "broker", RC.GET_MIN_OFFSET, {"topic": MISSING_TOPIC, "queueId": "0"},
+         values=("offset",)),
+    Case("query by key of a missing topic", "broker", RC.QUERY_MESSAGE,
+         {"topic": MISSING_TOPIC, "key": "conf-1", "maxNum": "32", "beginTimestamp": "0",
+          "endTimestamp": "4102444800000"}, body_depth=-1),
+    Case("consumers without the group field", "broker", RC.GET_CONSUMER_LIST_BY_GROUP, {}),
+    Case("heartbeat", "broker", RC.HEART_BEAT, body=HEARTBEAT_BODY, body_depth=-1),
+    Case("heartbeat with a body that is not JSON", "broker", RC.HEART_BEAT, body=b"{no"),
+    Case("unregister a client", "broker", RC.UNREGISTER_CLIENT,
+         {"clientID": "127.0.0.1@conf", "consumerGroup": "ConfHbGroup"}),
+    Case("consume queue entries", "broker", RC.QUERY_CONSUME_QUEUE,
+         {"topic": TOPIC, "queueId": "0", "index": "0", "count": "2", "consumerGroup": GROUP}, body_depth=3),
+    Case("consume queue entries of a missing topic", "broker", RC.QUERY_CONSUME_QUEUE,
+         {"topic": MISSING_TOPIC, "queueId": "0", "index": "0", "count": "2", "consumerGroup": GROUP}),
+    Case("subscription group config", "broker", RC.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": GROUP}, body_depth=2),
+    Case("config of a missing subscription group", "broker", RC.GET_SUBSCRIPTIONGROUP_CONFIG,
+         {"group": MISSING_GROUP}),
+    Case("create a subscription group from a body that is not JSON", "broker",
+         RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=b"{no"),
+    Case("delete a missing subscription group", "broker", RC.DELETE_SUBSCRIPTIONGROUP, {"groupName": MISSING_GROUP}),
+    Case("who consumes a topic", "broker", RC.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": TOPIC}, body_depth=2),
+    Case("topics of a consumer group", "broker", RC.QUERY_TOPICS_BY_CONSUMER, {"group": GROUP}, body_depth=2),
+    Case("subscription of a group to a topic", "broker", RC.QUERY_SUBSCRIPTION_BY_CONSUMER,
+         {"group": GROUP, "topic": TOPIC}, body_depth=2),
+    Case("system topics of the broker", "broker", RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, body_depth=1),
+    Case("stats of a topic's puts", "broker", RC.VIEW_BROKER_STATS_DATA,
+         {"statsName": "TOPIC_PUT_NUMS", "statsKey": TOPIC}, body_depth=2),
+    Case("stats of a missing key", "broker", RC.VIEW_BROKER_STATS_DATA,
+         {"statsName": "TOPIC_PUT_NUMS", "statsKey": MISSING_TOPIC}),
+    Case("broker config", "broker", RC.GET_BROKER_CONFIG, body_depth=-1),
+    Case("update a blacklisted broker config key", "broker", RC.UPDATE_BROKER_CONFIG,
+         body=b"brokerConfigPath=/tmp/x\n"),
+    Case("consume stats of the broker", "broker", RC.GET_BROKER_CONSUME_STATS,
+         {"isOrder": "false", "timeoutMillis": "3000"}, body_depth=1),
+    Case("reset offsets of a group by time", "broker", RC.INVOKE_BROKER_TO_RESET_OFFSET,
+         {"topic": TOPIC, "group": GROUP, "timestamp": "0", "isForce": "true"}, body_depth=2),
+    Case("reset offsets of a missing topic", "broker", RC.INVOKE_BROKER_TO_RESET_OFFSET,
+         {"topic": MISSING_TOPIC, "group": GROUP, "timestamp": "0", "isForce": "true"}),
+    Case("change invisible time with a bad extraInfo", "broker", RC.CHANGE_MESSAGE_INVISIBLETIME,
+         {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "extraInfo": "garbage", "offset": "0",
+          "invisibleTime": "1000"}),
+    Case("notification", "broker", RC.NOTIFICATION,
+         {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "-1", "pollTime": "0", "bornTime": "{now}"},
+         values=("hasMsg",)),
+    Case("notification of a missing topic", "broker", RC.NOTIFICATION,
+         {"consumerGroup": GROUP, "topic": MISSING_TOPIC, "queueId": "-1", "pollTime": "0", "bornTime": "{now}"}),
+    Case("delay offsets", "broker", RC.GET_ALL_DELAY_OFFSET, body_depth=1),
+    Case("running info of a client that is not connected", "broker", RC.GET_CONSUMER_RUNNING_INFO,
+         {"consumerGroup": GROUP, "clientId": "127.0.0.1@nobody", "jstackEnable": "false"}),
     Case("unknown request code", "broker", UNKNOWN_CODE),
 ]
 
@@ -187,6 +255,21 @@ DEVIATIONS: dict[str, str] = {
         "Apache's broker keeps a SQL92 subscription it cannot compile and then matches every message with it "
         "(ExpressionMessageFilter without a compiled expression): the consumer gets what it filtered out. OrbitMQ "
         "answers SUBSCRIPTION_PARSE_FAILED naming the expression",
+    "get a KV config without its namespace":
+        "as for the route without its topic: SYSTEM_ERROR naming the missing field; Apache's NameServer looks "
+        "in a namespace named \"null\" (QUERY_NOT_FOUND)",
+    "consume queue entries of a missing topic":
+        "Apache's broker creates a ConsumeQueue for the missing topic as a side effect of the query and answers "
+        "SUCCESS with \"Index 0 of 0@... is not exist!\"; OrbitMQ creates nothing and answers SYSTEM_ERROR "
+        "\"0@... is not exist!\", the remark Apache gives when its queue lookup finds none",
+    "config of a missing subscription group":
+        "Apache's broker looks the group up with findSubscriptionGroupConfig, which creates it when "
+        "autoCreateSubscriptionGroup is on: a read (mqadmin getConsumerConfig with a typo) creates groups. "
+        "OrbitMQ only reads: SUBSCRIPTION_GROUP_NOT_EXIST \"No group in this broker\", Apache's answer when "
+        "creation is off",
+    "change invisible time with a bad extraInfo":
+        "as for the ack: Apache lets an IllegalArgumentException out (SYSTEM_ERROR); OrbitMQ answers "
+        "INVALID_PARAMETER saying what is wrong",
     "ack with a bad extraInfo":
         "Apache's broker lets an IllegalArgumentException out (SYSTEM_ERROR); OrbitMQ answers INVALID_PARAMETER "
         "saying what is wrong with the extraInfo",

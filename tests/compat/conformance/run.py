@@ -40,6 +40,8 @@ class Side:
 class Row:
     case: Case
     diffs: list[str]
+    apache: Answer | None = None
+    orbit: Answer | None = None
 
     @property
     def deviation(self) -> str | None:
@@ -108,7 +110,7 @@ async def compare_all(apache: Side, orbit: Side, cases: list[Case] = CASES) -> l
             a = await ask(client, apache, case)
             o = await ask(client, orbit, case)
             rows.append(Row(case, differences(a, o, body_depth=case.body_depth, values=case.values,
-                                              ignore_fields=case.ignore_fields)))
+                                              ignore_fields=case.ignore_fields), a, o))
     return rows
 
 
@@ -133,6 +135,8 @@ def unexpected(rows: list[Row]) -> list[Row]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make compat", description=__doc__)
     parser.add_argument("--keep", type=Path, help="work directory to keep (logs, stores)")
+    parser.add_argument("--show", action="append", default=[], metavar="CASE",
+                        help="also print both answers of this case (repeatable)")
     args = parser.parse_args(argv)
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="orbitmq-compat-"))
     runner = ProcessRunner(workdir)
@@ -144,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         runner.stop_all()
     print(table(rows))
+    for row in rows:
+        if row.case.name in args.show:
+            for kind, answer in (("Apache", row.apache), ("OrbitMQ", row.orbit)):
+                print(f"\n{row.case.name} / {kind}: {answer}")
     return 1 if unexpected(rows) else 0
 
 

@@ -58,7 +58,10 @@ def test_delay_offsets_round_trip_and_upstream_format(tmp_path: Path) -> None:
     manager.update(1, 12)
     manager.update(3, 4)
     manager.persist()
-    assert json.loads((tmp_path / "delayOffset.json").read_text()) == {"offsetTable": {"1": 12, "3": 4}}
+    written = json.loads((tmp_path / "delayOffset.json").read_text())
+    # ScheduleMessageService#encode's shape: the table and its DataVersion
+    assert written["offsetTable"] == {"1": 12, "3": 4}
+    assert set(written["dataVersion"]) == {"stateVersion", "timestamp", "counter"}
     again = DelayOffsetManager(str(tmp_path))
     assert again.load() and (again.get(1), again.get(3)) == (12, 4)
 
