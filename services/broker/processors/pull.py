@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from orbitmq.broker.longpolling.pull_request_hold import PullRequest
 from orbitmq.common import fastjson
 from orbitmq.common.constants import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT, is_readable
+from orbitmq.common.filter.message_filter import build_message_filter_for
 from orbitmq.common.filter.subscription import FilterExpressionError, build_subscription_data
 from orbitmq.common.message import MessageConst
 from orbitmq.common.sysflag import has_commit_offset_flag, has_subscription_flag, has_suspend_flag
@@ -24,7 +25,7 @@ from orbitmq.remoting.protocol import RemotingCommand
 
 from . import topic_support
 from .base import Fields, RequestError, ext
-from .filtering import build_filter, filter_from_subscription
+from .filtering import filter_from_subscription
 from .store_results import status_name
 
 if TYPE_CHECKING:
@@ -240,8 +241,12 @@ class PullMessageProcessor:
                 raise RequestError(ResponseCode.SYSTEM_ERROR,
                                    f"The broker does not support consumer to filter message by "
                                    f"{header.expression_type}")
-            return build_filter(header.expression_type, header.subscription or "*", header.topic,
-                                header.consumer_group)
+            try:  # the SubscriptionData parsed above, not the expression a second time
+                return build_message_filter_for(subscription)
+            except (FilterExpressionError, ValueError, TypeError) as exc:
+                raise RequestError(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                   f"parse the consumer's subscription[{header.subscription}] failed, "
+                                   f"group: {header.consumer_group}: {exc}") from None
         group_info = broker.consumer_manager.get_consumer_group_info(header.consumer_group)
         if group_info is None:
             raise RequestError(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist "
