@@ -22,6 +22,7 @@ from orbitmq.auth.client import install_signing
 from orbitmq.bench.load import LoadOptions, add_comparison_arguments
 from orbitmq.bench.local_process import launch_local, local_ports_args
 from orbitmq.bench.metrics import compare_off_on, measure_send
+from orbitmq.bench.off_on import print_off_on
 from orbitmq.bench.scenario import stop_local
 from orbitmq.client import MQClientAPI
 from orbitmq.common.net import free_ports
@@ -86,10 +87,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = asyncio.run(run(opts, max(args.rounds, 1)))
     if args.json:
         print(json.dumps(summary))
-    elif summary["ratio"] is not None:
-        print(f"auth: throughput with ACL 2.0 on is {summary['ratio']:.3f} x off "
-              f"(medians {summary['median_on']:.0f} vs {summary['median_off']:.0f} msgs/s)")
-        if summary["cpu_ratio"] is not None:
-            print(f"auth: server CPU per message with ACL 2.0 on is {summary['cpu_ratio']:.3f} x off "
-                  f"(medians {summary['cpu_us_per_msg_on']:.0f} vs {summary['cpu_us_per_msg_off']:.0f} us/msg)")
+    else:
+        print_off_on("auth", "ACL 2.0", summary)
     return 0

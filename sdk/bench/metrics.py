@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import tempfile
 import time
@@ -30,6 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from orbitmq.bench.load import LoadOptions, add_comparison_arguments, run_send_load
 from orbitmq.bench.local_process import launch_local, local_ports_args
+from orbitmq.bench.off_on import alternate_off_on, cpu_suffix, print_off_on
 from orbitmq.bench.scenario import stop_local
 from orbitmq.bench.stats import format_summary
 from orbitmq.common.net import free_ports
@@ -103,26 +103,13 @@ async def measure_send(pid: int, endpoint: str, opts: LoadOptions, url: str | No
 
 
 async def compare_off_on(rounds: int, what: str, measure: Callable[[str], Awaitable[dict]]) -> dict:
-    """``measure("off")`` and ``measure("on")`` alternately for ``rounds`` rounds (so drift of the
-    machine hits both alike), each printed; returns both lists, the medians and their ratios
-    (throughput, and the servers' CPU per message)."""
-    runs: dict[str, list[dict]] = {"off": [], "on": []}
-    for index in range(rounds):
-        for label in ("off", "on"):
-            summary = await measure(label)
-            runs[label].append(summary)
-            extra = f", {summary['scrapes']} scrapes" if summary.get("scrapes") else ""
-            cpu = summary["cpu_us_per_msg"]
-            print(format_summary(f"round {index + 1} {what} {label}{extra}", summary)
-                  + (f", server CPU {cpu:.0f} us/msg" if cpu is not None else ""), flush=True)
-    off = statistics.median(r["tps"] for r in runs["off"])
-    on = statistics.median(r["tps"] for r in runs["on"])
-    cpus = {k: [r["cpu_us_per_msg"] for r in v if r["cpu_us_per_msg"] is not None] for k, v in runs.items()}
-    cpu_off = statistics.median(cpus["off"]) if cpus["off"] else None
-    cpu_on = statistics.median(cpus["on"]) if cpus["on"] else None
-    return {"off": runs["off"], "on": runs["on"], "median_off": off, "median_on": on,
-            "ratio": on / off if off else None, "cpu_us_per_msg_off": cpu_off, "cpu_us_per_msg_on": cpu_on,
-            "cpu_ratio": cpu_on / cpu_off if cpu_on and cpu_off else None}
+    """``measure("off")`` and ``measure("on")`` alternately for ``rounds`` rounds, each printed as a
+    send summary (orbitmq.bench.off_on has the medians and ratios)."""
+    def describe(index: int, label: str, summary: dict) -> str:
+        extra = f", {summary['scrapes']} scrapes" if summary.get("scrapes") else ""
+        return format_summary(f"round {index} {what} {label}{extra}", summary) + cpu_suffix(summary)
+
+    return await alternate_off_on(rounds, measure, describe)
 
 
 async def run(opts: LoadOptions, rounds: int, interval: float) -> dict:
@@ -211,10 +198,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = asyncio.run(run(opts, max(args.rounds, 1), args.scrape_interval))
     if args.json:
         print(json.dumps(summary))
-    elif summary["ratio"] is not None:
-        print(f"metrics: throughput with metrics on is {summary['ratio']:.3f} x off "
-              f"(medians {summary['median_on']:.0f} vs {summary['median_off']:.0f} msgs/s)")
-        if summary["cpu_ratio"] is not None:
-            print(f"metrics: server CPU per message with metrics on is {summary['cpu_ratio']:.3f} x off "
-                  f"(medians {summary['cpu_us_per_msg_on']:.0f} vs {summary['cpu_us_per_msg_off']:.0f} us/msg)")
+    else:
+        print_off_on("metrics", "metrics", summary)
     return 0

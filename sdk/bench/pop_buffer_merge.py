@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import tempfile
 from collections.abc import Sequence
 
@@ -23,6 +22,7 @@ from orbitmq.bench.drain import drain as run_drain
 from orbitmq.bench.drain import fill, format_drain
 from orbitmq.bench.local_process import launch_local, local_ports_args
 from orbitmq.bench.metrics import tree_cpu_seconds
+from orbitmq.bench.off_on import alternate_off_on, cpu_suffix, print_off_on
 from orbitmq.bench.scenario import stop_local
 from orbitmq.common.constants import DEFAULT_CLUSTER, revive_topic
 from orbitmq.common.net import free_ports
@@ -80,24 +80,12 @@ async def measure(merge: bool, messages: int, size: int, concurrency: int) -> di
 
 
 async def run(rounds: int, messages: int, size: int, concurrency: int, json_out: bool) -> dict:
-    runs: dict[str, list[dict]] = {"off": [], "on": []}
-    for index in range(rounds):
-        for label in ("off", "on"):
-            summary = await measure(label == "on", messages, size, concurrency)
-            runs[label].append(summary)
-            if not json_out:
-                cpu = summary["cpu_us_per_msg"]
-                print(format_drain(f"round {index + 1} pop buffer merge {label}", summary)
-                      + (f", server CPU {cpu:.0f} us/msg" if cpu is not None else "")
-                      + f", revive-log records {summary['revive_log_records']}", flush=True)
-    off = statistics.median(r["tps"] for r in runs["off"])
-    on = statistics.median(r["tps"] for r in runs["on"])
-    cpus = {k: [r["cpu_us_per_msg"] for r in v if r["cpu_us_per_msg"] is not None] for k, v in runs.items()}
-    cpu_off = statistics.median(cpus["off"]) if cpus["off"] else None
-    cpu_on = statistics.median(cpus["on"]) if cpus["on"] else None
-    return {"off": runs["off"], "on": runs["on"], "median_off": off, "median_on": on,
-            "ratio": on / off if off else None, "cpu_us_per_msg_off": cpu_off, "cpu_us_per_msg_on": cpu_on,
-            "cpu_ratio": cpu_on / cpu_off if cpu_on and cpu_off else None}
+    def describe(index: int, label: str, summary: dict) -> str:
+        return (format_drain(f"round {index} pop buffer merge {label}", summary) + cpu_suffix(summary)
+                + f", revive-log records {summary['revive_log_records']}")
+
+    return await alternate_off_on(rounds, lambda label: measure(label == "on", messages, size, concurrency),
+                                  None if json_out else describe)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,10 +100,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = asyncio.run(run(max(args.rounds, 1), args.messages, args.size, args.concurrency, args.json))
     if args.json:
         print(json.dumps(summary))
-    elif summary["ratio"] is not None:
-        print(f"pop buffer merge: drain throughput with it on is {summary['ratio']:.3f} x off "
-              f"(medians {summary['median_on']:.0f} vs {summary['median_off']:.0f} msgs/s)")
-        if summary["cpu_ratio"] is not None:
-            print(f"pop buffer merge: server CPU per message with it on is {summary['cpu_ratio']:.3f} x off "
-                  f"(medians {summary['cpu_us_per_msg_on']:.0f} vs {summary['cpu_us_per_msg_off']:.0f} us/msg)")
+    else:
+        print_off_on("pop buffer merge", "it", summary, measure="drain throughput")
     return 0
