@@ -65,6 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     # Internal: the broker child of `orbitmq local` (run with the parent's arguments).
     p.add_argument("--broker-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--broker-cpu", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--proxy-mode", choices=("cluster", "local"), default="cluster", type=str.lower,
+                   help="cluster (default): the proxy calls the broker over Remoting; local: the proxy runs in "
+                        "the broker's process and calls its processors directly (proxyMode=local; one process, "
+                        "so no --proxy-workers)")
     p.add_argument("--tls", action="store_true",
                    help="serve gRPC over TLS too (plaintext and TLS on one port) with a self-signed pair "
                         "kept in <data-dir>/tls; prints how to trust it")
@@ -140,7 +144,12 @@ class LocalCluster:
     def __init__(self, data_dir: str | Path = DEFAULT_DATA_DIR, host: str = "127.0.0.1", namesrv_port: int = 9876,
                  broker_port: int = 10911, proxy_port: int = 8081, overrides: dict[str, str] | None = None,
                  *, broker_process: bool = False, log_level: str = "WARNING", pin_cpus: bool = False,
-                 proxy_workers: int = 1) -> None:
+                 proxy_workers: int = 1, proxy_mode: str = "cluster") -> None:
+        if proxy_mode not in ("cluster", "local"):
+            raise ValueError(f"--proxy-mode must be cluster or local, got {proxy_mode!r}")
+        if proxy_mode == "local" and (broker_process or proxy_workers > 1):
+            raise ValueError("--proxy-mode local runs the proxy inside the broker's process: "
+                             "no broker child process, one proxy process")
         if proxy_workers < 1:
             raise ValueError(f"--proxy-workers must be at least 1, got {proxy_workers}")
         if pin_cpus and proxy_workers > 1:
@@ -157,6 +166,7 @@ class LocalCluster:
         # proxy_workers > 1: this process's proxy and proxy_workers - 1 `orbitmq proxy --worker`
         # processes share the gRPC port (services/proxy/workers.py)
         self.proxy_workers = proxy_workers
+        self.proxy_mode = proxy_mode  # local: ProxyServer(broker=self.broker), services/proxy/local.py
         self.proxy_pool = None
         self._proxy_values: dict[str, str] = {}
         self._cpus: tuple[int, int] | None = None
@@ -221,7 +231,7 @@ class LocalCluster:
         # The proxy's Remoting port on an ephemeral port unless remotingListenPort is given: the
         # broker's own port already serves Remoting clients here.
         proxy_values = {"namesrvAddr": self.namesrv_addr, "grpcServerPort": str(self.proxy_port),
-                        "autoCreateTopicEnable": "true", "remotingListenPort": "0"}
+                        "autoCreateTopicEnable": "true", "remotingListenPort": "0", "proxyMode": self.proxy_mode}
         broker_values.update(self.metrics_values())
         proxy_values.update(self.metrics_values())
         broker_keys = set(BrokerConfig.config_keys()) | set(MessageStoreConfig.config_keys())
@@ -267,7 +277,8 @@ class LocalCluster:
             await self.broker.start()
             if isinstance(self.broker, BrokerProcess):
                 self._merge_broker_child_metrics()
-            self.proxy = ProxyServer(proxy_cfg, host=self.host, reuse_port=self.proxy_workers > 1)
+            local = self.broker if self.proxy_mode == "local" else None
+            self.proxy = ProxyServer(proxy_cfg, host=self.host, reuse_port=self.proxy_workers > 1, broker=local)
             await self.proxy.start()
             if self.proxy_workers > 1:
                 await self._start_proxy_workers()
@@ -394,10 +405,16 @@ async def run(args: argparse.Namespace) -> int:
     overrides = parse_cli_overrides(args.overrides)
     if getattr(args, "tls", False):
         overrides = {**tls_overrides(args.data_dir), **overrides}
+    local_mode = getattr(args, "proxy_mode", "cluster") == "local"
+    if local_mode and (args.proxy_workers or 1) > 1:
+        raise ValueError("--proxy-mode local runs one proxy inside the broker's process: no --proxy-workers")
     cluster = LocalCluster(args.data_dir, args.host, args.namesrv_port, args.broker_port, args.proxy_port,
                            with_default_metrics(overrides, args.host),
-                           broker_process=not args.one_process, log_level=args.log_level, pin_cpus=args.pin_cpus,
-                           proxy_workers=args.proxy_workers or (1 if args.pin_cpus else default_proxy_workers()))
+                           broker_process=not args.one_process and not local_mode, log_level=args.log_level,
+                           pin_cpus=args.pin_cpus and not local_mode,
+                           proxy_workers=1 if local_mode else
+                           args.proxy_workers or (1 if args.pin_cpus else default_proxy_workers()),
+                           proxy_mode="local" if local_mode else "cluster")
     unknown = cluster.unknown_keys()
     if unknown:
         print(f"orbitmq local: unknown config keys ignored (no NameServer, broker, store or proxy key): "
@@ -407,6 +424,8 @@ async def run(args: argparse.Namespace) -> int:
     await cluster.start()
     freeze_startup_objects()
     workers = f", {cluster.proxy_workers} proxy processes" if cluster.proxy_workers > 1 else ""
+    if local_mode:
+        workers = ", proxy in local mode inside the broker's process"
     print(f"OrbitMQ is running. gRPC endpoint: {cluster.endpoint}  (NameServer {cluster.namesrv_addr}, "
           f"broker {args.host}:{args.broker_port}{workers}, data {cluster.data_dir})", flush=True)
     if cluster.metrics_endpoint:

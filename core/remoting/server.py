@@ -102,6 +102,23 @@ class RemotingServer:
     def channels(self) -> frozenset[Channel]:
         return frozenset(self._channels)
 
+    @property
+    def processors(self) -> ProcessorTable:
+        """The table requests of this server's connections run through (guard included): an
+        in-process caller (the proxy's local mode, services/proxy/local.py) dispatches to it."""
+        return self._processors
+
+    def attach(self, channel: Any) -> None:
+        """Adopt an in-process channel as if accepted: the connect listeners run for it (the broker
+        then forgets its producers and consumers when it closes) and close() closes it."""
+        self._channels.add(channel)
+        channel.on_close(self._channels.discard)
+        for listener in self._connect_listeners:
+            try:
+                listener(channel)
+            except Exception:
+                log.exception("connect listener failed for %s", channel.remote_address)
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         ctx = None

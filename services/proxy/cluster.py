@@ -106,6 +106,9 @@ class ClusterService:
         self.failover = FailoverStats()
         self._topic_configs = _TtlCache(config.metadata_cache_expired_millis)
         self._group_configs = _TtlCache(config.metadata_cache_expired_millis)
+        # proxyMode=local (services/proxy/local.py): the broker set of this process, whose queues
+        # sends and receives take when the topic has any (LocalTopicRouteService routes only its own)
+        self.local_broker_name: str | None = None
 
     # ---- routes ------------------------------------------------------------------------------
 
@@ -201,6 +204,11 @@ class ClusterService:
                 live.extend(queues)
         if not every:
             raise ProxyError(Code.FORBIDDEN, f"no writable queue of topic {topic}")
+        local = self.local_broker_name
+        if local is not None:
+            own = [q for q in every if q.broker_name == local]
+            if own:
+                every, live = own, [q for q in live if q.broker_name == local]
         if len(self._write_queues) >= _WRITE_QUEUE_CACHE_SIZE:
             self._write_queues.clear()
         self._write_queues[topic] = (route, every, live)
@@ -249,6 +257,10 @@ class ClusterService:
                 result.append((qd.broker_name, addr))
         if not result:
             raise ProxyError(Code.FORBIDDEN, f"no readable queue of topic {topic}")
+        if self.local_broker_name is not None:
+            own = [b for b in result if b[0] == self.local_broker_name]
+            if own:
+                return own
         return result
 
     async def select_read_broker(self, topic: str, broker_name: str | None) -> tuple[str, str]:

@@ -23,7 +23,10 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     rocket_mq_cluster_name: str = field(default=DEFAULT_CLUSTER, metadata={"key": "rocketMQClusterName"})
     proxy_name: str = "DEFAULT_PROXY"
     namesrv_addr: str = field(default_factory=_default_namesrv)
+    # cluster: brokers over Remoting; local (services/proxy/local.py): the broker of brokerConfigPath
+    # runs in this process and is called directly (`orbitmq proxy -pm local -bc broker.conf`)
     proxy_mode: str = "cluster"
+    broker_config_path: str = ""
     grpc_server_port: int = 8081
     # The Remoting port (RIP-55, services/proxy/remoting/): Remoting clients take it as their
     # NameServer; 0 = an ephemeral port. Routes name remotingAccessAddr (empty = localServeAddr's

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
@@ -41,11 +42,22 @@ log = logging.getLogger("orbitmq.proxy")
 
 
 class ProxyServer:
-    """A stateless cluster-mode proxy: gRPC in front, Remoting to NameServers and brokers behind."""
+    """A stateless proxy: gRPC in front, Remoting to NameServers and brokers behind.
 
-    def __init__(self, config: ProxyConfig, host: str = "0.0.0.0", *, reuse_port: bool = False) -> None:
-        if config.proxy_mode.lower() != "cluster":
-            raise ValueError(f"proxyMode {config.proxy_mode!r} is not supported: only cluster mode is")
+    proxyMode=local (services/proxy/local.py): ``broker``, a BrokerController of this process, is
+    called in-process; the cluster's other brokers and the NameServers over Remoting."""
+
+    def __init__(self, config: ProxyConfig, host: str = "0.0.0.0", *, reuse_port: bool = False,
+                 broker: Any = None) -> None:
+        mode = config.proxy_mode.strip().lower()
+        if mode not in ("cluster", "local"):
+            raise ValueError(f"proxyMode {config.proxy_mode!r} is not supported: cluster or local")
+        if mode == "local" and broker is None:
+            raise ValueError("proxyMode local needs the broker of this process (orbitmq proxy -pm local "
+                             "-bc broker.conf, orbitmq broker --enable-proxy, orbitmq local --proxy-mode local)")
+        if mode == "cluster" and broker is not None:
+            raise ValueError("a broker of this process is for proxyMode local only")
+        self.broker = broker
         self.config = config
         self.host = host
         # SO_REUSEPORT on the public port: one of `orbitmq proxy --workers N` (services/proxy/workers.py).
@@ -86,12 +98,14 @@ class ProxyServer:
         await hub().acquire(cfg, default_host="0.0.0.0")
         namesrvs = parse_namesrv_addr(cfg.namesrv_addr)
         cfg.validate_auth()
-        remoting = RemotingClient()
+        remoting = self._remoting_client()
         remoting.ssl_context = client_ssl_context(cfg)  # tls.enable
         install_signing(remoting, cfg.inner_credentials())  # ACL 2.0: the proxy's own calls are signed
         self.api = MQClientAPI(remoting, timeout=cfg.remoting_timeout_millis / 1000.0)
         self.routes = TopicRouteCache(self.api, namesrvs, cfg.topic_route_service_cache_refresh_seconds)
         cluster = self.cluster = ClusterService(cfg, self.api, self.routes)
+        if self.broker is not None:  # LocalTopicRouteService#getCurrentMessageQueueView: its own queues
+            cluster.local_broker_name = self.broker.config.broker_name
         self.clients = ClientManager(cfg, cluster)
         self.consumer = ConsumerActivity(cfg, cluster, self.clients)
         self.route = RouteActivity(cfg, cluster, self.clients)  # its HeartbeatSyncer stops with the server
@@ -149,6 +163,8 @@ class ProxyServer:
             port = await self._tls_front.start()
         self.port = port
         cfg.grpc_server_port = port
+        if self.broker is not None:
+            remoting.proxy_addr = f"{remoting.proxy_addr.rpartition(':')[0]}:{port}"  # type: ignore[attr-defined]
         self.routes.start()
         self.clients.start()
         self.consumer.start()
@@ -159,8 +175,19 @@ class ProxyServer:
         await self.remoting.start()
         cfg.remoting_listen_port = self.remoting.port
         await self.health.start()
-        log.info("gRPC proxy listening on %s:%d, Remoting on %d (NameServers %s)", self.host, port,
-                 self.remoting.port, ";".join(namesrvs))
+        log.info("gRPC proxy (%s mode) listening on %s:%d, Remoting on %d (NameServers %s)",
+                 "local" if self.broker is not None else "cluster", self.host, port, self.remoting.port,
+                 ";".join(namesrvs))
+
+    def _remoting_client(self) -> RemotingClient:
+        if self.broker is None:
+            return RemotingClient()
+        from orbitmq.proxy.local import LocalRemotingClient
+
+        # The broker sees its in-process caller at the proxy's gRPC address (SimpleChannel's remote
+        # address is the client's); the port is known once the gRPC port is bound.
+        host = self.broker.config.broker_ip1 or "127.0.0.1"
+        return LocalRemotingClient(self.broker, f"{host}:{self.config.grpc_server_port}")
 
     async def _add_ports(self, server: grpc.aio.Server) -> int:
         """The gRPC ports for tls.server.mode (services/proxy/tls.py): plaintext only, TLS only, or

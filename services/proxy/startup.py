@@ -1,5 +1,7 @@
 """`orbitmq proxy`: start a gRPC Proxy (mqproxy) in cluster mode, in this process or, with
-``--workers N``, in N worker processes sharing the port (services/proxy/workers.py)."""
+``--workers N``, in N worker processes sharing the port (services/proxy/workers.py); or, with
+``-pm local -bc broker.conf`` (ProxyStartup's proxyMode and brokerConfigPath), in local mode with
+the broker of broker.conf started in this process (services/proxy/local.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--config", help="proxy config file (key=value lines, RocketMQ's proxy key names)")
     p.add_argument("-n", "--namesrv-addr", help="NameServer list, e.g. 127.0.0.1:9876;host2:9876")
     p.add_argument("--port", type=int, help="gRPC listen port (grpcServerPort, default 8081)")
+    p.add_argument("-pm", "--proxyMode", dest="proxy_mode", choices=("cluster", "local"), type=str.lower,
+                   help="cluster (default): brokers over Remoting; local: the broker of -bc in this process, "
+                        "called directly")
+    p.add_argument("-bc", "--brokerConfigPath", dest="broker_config",
+                   help="local mode: the broker's config file (broker.conf, as `orbitmq broker -c`)")
     p.add_argument("-p", "--print-config", action="store_true", help="print the effective config and exit")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--host", default="0.0.0.0", help="address the gRPC port binds (default: every address)")
@@ -40,15 +47,51 @@ def build_config(args: argparse.Namespace) -> ProxyConfig:
         overrides["namesrvAddr"] = args.namesrv_addr
     if args.port is not None:
         overrides["grpcServerPort"] = str(args.port)
+    if getattr(args, "proxy_mode", None):
+        overrides["proxyMode"] = args.proxy_mode
+    if getattr(args, "broker_config", None):
+        overrides["brokerConfigPath"] = args.broker_config
     (config,) = load_configs(args.config, overrides, ProxyConfig)
     return config
 
 
-async def serve(config: ProxyConfig, host: str = "0.0.0.0", *, worker: bool = False) -> None:
-    server = ProxyServer(config, host, reuse_port=worker)
+def is_local_mode(config: ProxyConfig) -> bool:
+    return config.proxy_mode.strip().lower() == "local"
+
+
+async def start_local_broker(config: ProxyConfig, broker_overrides: dict[str, str] | None = None):
+    """ProxyStartup#createBrokerController: the broker of brokerConfigPath, with the proxy's
+    namesrvAddr (BrokerStartup's -n), started in this process."""
+    from orbitmq.broker.controller import BrokerController
+    from orbitmq.broker.startup import load_broker_configs
+
+    overrides = dict(broker_overrides or {})
+    if config.namesrv_addr:
+        overrides.setdefault("namesrvAddr", config.namesrv_addr)
+    broker_config, store_config = load_broker_configs(config.broker_config_path or None, overrides)
+    broker = BrokerController(broker_config, store_config)
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.abort_start()
+        raise
+    print(f"The broker[{broker_config.broker_name}, {broker_config.broker_addr}] boot success. serializeType=JSON "
+          f"and name server is {broker_config.namesrv_addr}", flush=True)
+    return broker
+
+
+async def serve(config: ProxyConfig, host: str = "0.0.0.0", *, worker: bool = False,
+                broker_overrides: dict[str, str] | None = None) -> None:
     stop = asyncio.Event()
     stop_on_signals(stop)
-    await server.start()
+    broker = await start_local_broker(config, broker_overrides) if is_local_mode(config) else None
+    try:
+        server = ProxyServer(config, host, reuse_port=worker, broker=broker)
+        await server.start()
+    except BaseException:
+        if broker is not None:
+            await broker.shutdown()
+        raise
     freeze_startup_objects()
     watcher: asyncio.Task[None] | None = None
     if worker:  # lines the supervisor reads (services/proxy/workers.py), then its pipe is watched
@@ -57,13 +100,16 @@ async def serve(config: ProxyConfig, host: str = "0.0.0.0", *, worker: bool = Fa
         print(f"{WORKER_READY} {server.port}", flush=True)
         watcher = asyncio.create_task(watch_parent(stop))
     else:
+        mode = f", local mode with broker {broker.config.broker_addr}" if broker is not None else ""
         print(f"The proxy boot success, gRPC endpoint 127.0.0.1:{server.port}, namesrv {config.namesrv_addr}, "
-              f"Remoting endpoint 127.0.0.1:{config.remoting_listen_port}", flush=True)
+              f"Remoting endpoint 127.0.0.1:{config.remoting_listen_port}{mode}", flush=True)
     try:
         await stop.wait()
     finally:
         if watcher is None:
             await server.shutdown()
+            if broker is not None:  # after the proxy: its last requests still reach the broker
+                await broker.shutdown()
         else:
             watcher.cancel()
             # A worker never outlives its supervisor (watch_parent): its shutdown gets the supervisor's
@@ -117,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.workers < 1:
         print(f"orbitmq proxy: --workers must be at least 1, got {args.workers}", file=sys.stderr)
+        return 1
+    if is_local_mode(config) and args.workers > 1:
+        print("orbitmq proxy: local mode runs one proxy inside the broker's process: --workers must be 1",
+              file=sys.stderr)
         return 1
     setup_logging(args.log_level)
     try:
