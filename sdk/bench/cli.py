@@ -36,6 +36,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                        "Remoting push / lite pull consumers draining a backlog from the broker vs the gRPC SDK via the proxy"),
     "pop-buffer-merge": ("orbitmq.bench.pop_buffer_merge",
                          "receive + ack drain with enablePopBufferMerge off vs on, same run"),
+    "proxy-mode": ("orbitmq.bench.proxy_mode",
+                   "single-message sends and the drain with proxyMode=cluster vs local, same run"),
     "sdk-pull": ("orbitmq.bench.sdk_pull", "SDK PullConsumer draining a backlog (msgs/s)"),
     "spark-read": ("orbitmq.bench.spark_read", "Spark streaming read draining a backlog vs the SDK PullConsumer"),
 }
