@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from orbitmq.broker.store.metadata.json_file import load_json_with_backup, write_json_atomic
 from orbitmq.common.atomic_file import NewestSnapshotWriter
+from orbitmq.common.route import DataVersion
 
 log = logging.getLogger(__name__)
 
@@ -81,3 +82,150 @@ class JsonConfigManager(ABC):
         """A consistent snapshot of the table (e.g. for a remoting response body)."""
         with self._lock:
             return self.encode()
+
+
+class JournaledConfigManager(JsonConfigManager):
+    """A keyed table (topics, groups) kept as snapshot + append-only journal (see journal.py).
+
+    Changes go through record_put / record_delete (called with the table lock held, after the
+    dataVersion moved); sync() makes them durable; persist() compacts: a whole snapshot, and
+    the journal starts over. The snapshot is rewritten when the journal holds as many lines as
+    the table has entries (at least ``compact_min_entries``), so no change costs O(table).
+    """
+
+    compact_min_entries: ClassVar[int] = 10_000
+
+    def __init__(self, config_dir: str) -> None:
+        super().__init__(config_dir)
+        from orbitmq.broker.store.metadata.journal import Journal
+
+        self.journal = Journal(self.path)
+        self._compacting = False
+        self.compactions = 0
+        self._snapshot_size = 0  # entries of the last snapshot written or loaded
+
+    # ---- subclass hooks ------------------------------------------------------------------
+    @abstractmethod
+    def journal_table(self) -> dict[str, Any]:
+        """The dict the journal's entries put into and delete from."""
+
+    @abstractmethod
+    def encode_entry(self, value: Any) -> dict[str, Any]:
+        """One table value as JSON data."""
+
+    @abstractmethod
+    def decode_entry(self, obj: dict[str, Any]) -> Any:
+        """One table value from JSON data."""
+
+    def on_replayed_delete(self, name: str) -> None:
+        """Hook: a replayed delete (e.g. drop the group's forbidden entries)."""
+
+    # ---- recording -----------------------------------------------------------------------
+    def record_put(self, name: str, value: Any) -> int:
+        from orbitmq.broker.store.metadata.journal import encode_put
+
+        return self.journal.record(encode_put(name, self.encode_entry(value), self.data_version.to_json_dict()))
+
+    def record_delete(self, name: str) -> int:
+        from orbitmq.broker.store.metadata.journal import encode_delete
+
+        return self.journal.record(encode_delete(name, self.data_version.to_json_dict()))
+
+    def sync(self, ticket: int | None = None) -> None:
+        """Blocking: every change recorded so far (or up to ``ticket``) on disk."""
+        self.journal.flush(ticket)
+
+    async def sync_async(self, ticket: int | None = None) -> None:
+        """Durable on return (an fsync on a worker thread, shared with concurrent changes);
+        compacts in the background once the journal is as long as the table."""
+        if ticket is None:
+            ticket = self.journal.recorded
+        if not self.journal.is_durable(ticket):
+            await asyncio.to_thread(self.journal.flush, ticket)
+        self.maybe_compact()
+
+    def needs_compaction(self) -> bool:
+        # As many lines as the last snapshot had entries: each rewrite is paid for by as many
+        # changes as it writes, and a restart replays at most that many lines.
+        return self.journal.entries >= max(self.compact_min_entries, self._snapshot_size)
+
+    def maybe_compact(self) -> None:
+        if self._compacting or not self.needs_compaction():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._compacting = True
+
+        async def run() -> None:
+            try:
+                await asyncio.to_thread(self.persist)
+            except Exception:
+                log.exception("compacting %s failed", self.path)
+            finally:
+                self._compacting = False
+
+        task = loop.create_task(run(), name=f"compact {self.file_name}")
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
+
+    # ---- load / persist ------------------------------------------------------------------
+    def load(self) -> bool:
+        if not super().load():
+            return False
+        self._snapshot_size = len(self.journal_table())
+        if not self.journal.exists():
+            return True
+        table = self.journal_table()
+
+        def apply(entry: dict[str, Any]) -> None:
+            if "put" in entry:
+                table[str(entry["put"])] = self.decode_entry(entry["value"])
+            else:
+                name = str(entry["del"])
+                table.pop(name, None)
+                self.on_replayed_delete(name)
+            version = entry.get("dataVersion")
+            if isinstance(version, dict):
+                self.data_version.assign_new_one(DataVersion.from_json_dict(version))
+
+        with self._lock:
+            count = self.journal.replay(apply)
+        log.info("replayed %d change(s) of %s from its journal", count, self.path)
+        if os.path.exists(self.journal.old_path):
+            self.persist()  # a compaction was cut short: finish it now
+        return True
+
+    def snapshot_state(self) -> Any:
+        """Called with the table lock held: what encode_snapshot() turns into the file (a cheap
+        copy; the default encodes right away)."""
+        return self.encode()
+
+    def encode_snapshot(self, state: Any) -> dict[str, Any]:
+        return state
+
+    def persist(self) -> None:
+        """Blocking: compact (whole snapshot written, journal emptied). Shutdown, slave copies,
+        the background compaction and tests call it."""
+        journal = self.journal
+        with journal.io_lock:
+            with self._lock:
+                journal.write_pending()  # the old journal must end where the snapshot is taken
+                state = self.snapshot_state()
+                size = len(self.journal_table())
+                journal.rotate()
+            obj = self.encode_snapshot(state)
+            write_json_atomic(self.path, obj)
+            journal.drop_old()
+            self._snapshot_size = size
+            self.compactions += 1
+
+    async def persist_async(self) -> None:
+        await asyncio.to_thread(self.persist)
+
+    def close(self) -> None:
+        self.journal.close()
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()

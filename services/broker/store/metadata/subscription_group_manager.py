@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from orbitmq.broker.store.metadata.config_manager import JsonConfigManager
+from orbitmq.broker.store.metadata.config_manager import JournaledConfigManager
 from orbitmq.common import constants as C
 from orbitmq.common.route import DataVersion
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
@@ -29,7 +29,7 @@ SYSTEM_GROUPS: tuple[str, ...] = (
 )
 
 
-class SubscriptionGroupManager(JsonConfigManager):
+class SubscriptionGroupManager(JournaledConfigManager):
     file_name = "subscriptionGroup.json"
 
     def __init__(self, config_dir: str, *, auto_create_subscription_group: bool = True) -> None:
@@ -43,6 +43,29 @@ class SubscriptionGroupManager(JsonConfigManager):
             self.subscription_group_table[group] = SubscriptionGroupConfig(group, consume_broadcast_enable=True)
 
     # ---- JSON ----------------------------------------------------------------------------
+    # Journaled as topics.json is (JournaledConfigManager): a change is one line of
+    # subscriptionGroup.json.journal; the forbidden table changes only with a snapshot.
+    def journal_table(self) -> dict[str, SubscriptionGroupConfig]:
+        return self.subscription_group_table
+
+    def encode_entry(self, value: SubscriptionGroupConfig) -> dict[str, Any]:
+        return value.to_json_dict()
+
+    def decode_entry(self, obj: dict[str, Any]) -> SubscriptionGroupConfig:
+        return SubscriptionGroupConfig.from_json_dict(obj)
+
+    def on_replayed_delete(self, name: str) -> None:
+        self.forbidden_table.pop(name, None)
+
+    def snapshot_state(self) -> Any:
+        return (dict(self.subscription_group_table), {g: dict(t) for g, t in self.forbidden_table.items()},
+                self.data_version.to_json_dict())
+
+    def encode_snapshot(self, state: Any) -> dict[str, Any]:
+        table, forbidden, version = state
+        return {"subscriptionGroupTable": {name: cfg.to_json_dict() for name, cfg in table.items()},
+                "forbiddenTable": forbidden, "dataVersion": version}
+
     def encode(self) -> dict[str, Any]:
         return {
             "subscriptionGroupTable": {
@@ -98,6 +121,7 @@ class SubscriptionGroupManager(JsonConfigManager):
             cfg = SubscriptionGroupConfig(group)
             self.subscription_group_table[group] = cfg
             self.data_version.next_version()
+            self.record_put(group, cfg)
             return cfg, True
 
     # ---- changes -------------------------------------------------------------------------
@@ -106,6 +130,7 @@ class SubscriptionGroupManager(JsonConfigManager):
             old = self.subscription_group_table.get(cfg.group_name)
             self.subscription_group_table[cfg.group_name] = cfg
             self.data_version.next_version()
+            self.record_put(cfg.group_name, cfg)
             return old
 
     def delete(self, group: str) -> SubscriptionGroupConfig | None:
@@ -114,16 +139,17 @@ class SubscriptionGroupManager(JsonConfigManager):
             self.forbidden_table.pop(group, None)
             if old is not None:
                 self.data_version.next_version()
+                self.record_delete(group)
             return old
 
     async def update_subscription_group_config(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig | None:
-        """put() + persist off the event loop (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)."""
+        """put(), durable on return (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP): one journal line."""
         old = self.put(cfg)
-        await self.persist_async()
+        await self.sync_async()
         return old
 
     async def delete_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
         old = self.delete(group)
         if old is not None:
-            await self.persist_async()
+            await self.sync_async()
         return old

@@ -3,6 +3,11 @@
 File shape (TopicConfigSerializeWrapper): {"topicConfigTable": {name: TopicConfig}, "dataVersion":
 {"stateVersion", "timestamp", "counter"}}. The built-in system topics are created on start as
 upstream's TopicConfigManager.init does; values from the file then overlay them.
+
+Persistence (JournaledConfigManager): each change appends one line to topics.json.journal and
+the snapshot is rewritten only once the journal is as long as the table, so creating or
+deleting a topic costs the same with 10 topics or 1,000,000 (upstream's
+TopicConfigManager#updateTopicConfig rewrites the whole file each time).
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from orbitmq.broker.store.metadata.config_manager import JsonConfigManager
+from orbitmq.broker.store.metadata.config_manager import JournaledConfigManager
 from orbitmq.common import constants as C
 from orbitmq.common.route import DataVersion
 from orbitmq.common.topic_config import TopicConfig
@@ -22,7 +27,7 @@ REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"  # MixAll.REPLY_TOPIC_POSTFIX
 SYNC_BROKER_MEMBER_GROUP_PREFIX = C.SYSTEM_TOPIC_PREFIX + "SYNC_BROKER_MEMBER_"
 
 
-class TopicConfigManager(JsonConfigManager):
+class TopicConfigManager(JournaledConfigManager):
     file_name = "topics.json"
 
     def __init__(
@@ -47,6 +52,9 @@ class TopicConfigManager(JsonConfigManager):
         self.topic_config_table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self.system_topics: set[str] = set()
+        # Topics created or changed since the broker last told the NameServers about them
+        # (BrokerController#registerIncrementBrokerData sends just these); insertion-ordered.
+        self._unregistered: dict[str, None] = {}
         self._init_system_topics(
             default_topic_queue_nums=default_topic_queue_nums,
             cluster_topic_enable=cluster_topic_enable,
@@ -99,6 +107,24 @@ class TopicConfigManager(JsonConfigManager):
             add(C.RMQ_SYS_WHEEL_TIMER_TOPIC, 1)
 
     # ---- JSON ----------------------------------------------------------------------------
+    def journal_table(self) -> dict[str, TopicConfig]:
+        return self.topic_config_table
+
+    def encode_entry(self, value: TopicConfig) -> dict[str, Any]:
+        return value.to_json_dict()
+
+    def decode_entry(self, obj: dict[str, Any]) -> TopicConfig:
+        return TopicConfig.from_json_dict(obj)
+
+    def snapshot_state(self) -> Any:
+        # TopicConfigs are replaced in the table, never changed in place: a shallow copy is a
+        # snapshot, and the O(table) encoding runs after the lock is released.
+        return dict(self.topic_config_table), self.data_version.to_json_dict()
+
+    def encode_snapshot(self, state: Any) -> dict[str, Any]:
+        table, version = state
+        return {"topicConfigTable": {name: tc.to_json_dict() for name, tc in table.items()}, "dataVersion": version}
+
     def encode(self) -> dict[str, Any]:
         return {
             "topicConfigTable": {name: tc.to_json_dict() for name, tc in self.topic_config_table.items()},
@@ -115,6 +141,16 @@ class TopicConfigManager(JsonConfigManager):
         table, version = parsed
         self.topic_config_table.update(table)
         self.data_version.assign_new_one(version)
+
+    def record_put(self, name: str, value: TopicConfig) -> int:
+        self._unregistered[name] = None
+        return super().record_put(name, value)
+
+    def take_unregistered(self) -> list[TopicConfig]:
+        """The current configs of the topics changed since the last call (deleted ones left out)."""
+        with self._lock:
+            names, self._unregistered = self._unregistered, {}
+            return [tc for tc in map(self.topic_config_table.get, names) if tc is not None]
 
     # ---- queries -------------------------------------------------------------------------
     def select_topic_config(self, topic: str) -> TopicConfig | None:
@@ -138,32 +174,47 @@ class TopicConfigManager(JsonConfigManager):
     def is_system_topic(self, topic: str) -> bool:
         return topic in self.system_topics or topic in C.SYSTEM_TOPIC_SET or topic.startswith(C.SYSTEM_TOPIC_PREFIX)
 
-    # ---- changes (each bumps dataVersion; callers then persist_async()) -------------------
+    # ---- changes (each bumps dataVersion and is journaled; callers then sync_async()) ------
     def put(self, tc: TopicConfig) -> TopicConfig | None:
         """Create or replace a topic; returns the previous config."""
         with self._lock:
             old = self.topic_config_table.get(tc.topic_name)
             self.topic_config_table[tc.topic_name] = tc
             self.data_version.next_version()
+            self.record_put(tc.topic_name, tc)
             return old
+
+    def put_all(self, configs: list[TopicConfig]) -> None:
+        """TopicConfigManager#updateTopicConfigList: one dataVersion step for the whole list."""
+        with self._lock:
+            for tc in configs:
+                self.topic_config_table[tc.topic_name] = tc
+            self.data_version.next_version()
+            for tc in configs:
+                self.record_put(tc.topic_name, tc)
 
     def delete(self, topic: str) -> TopicConfig | None:
         with self._lock:
             old = self.topic_config_table.pop(topic, None)
             if old is not None:
                 self.data_version.next_version()
+                self.record_delete(topic)
             return old
 
     async def update_topic_config(self, tc: TopicConfig) -> TopicConfig | None:
-        """put() + persist off the event loop (UPDATE_AND_CREATE_TOPIC)."""
+        """put(), durable on return (UPDATE_AND_CREATE_TOPIC): one journal line, not the table."""
         old = self.put(tc)
-        await self.persist_async()
+        await self.sync_async()
         return old
+
+    async def update_topic_config_list(self, configs: list[TopicConfig]) -> None:
+        self.put_all(configs)
+        await self.sync_async()
 
     async def delete_topic_config(self, topic: str) -> TopicConfig | None:
         old = self.delete(topic)
         if old is not None:
-            await self.persist_async()
+            await self.sync_async()
         return old
 
     def create_topic_in_send_message_method(
@@ -199,6 +250,7 @@ class TopicConfigManager(JsonConfigManager):
             )
             self.topic_config_table[topic] = tc
             self.data_version.next_version()
+            self.record_put(topic, tc)
             return tc, True
 
     def create_topic_in_send_message_back_method(
@@ -218,6 +270,7 @@ class TopicConfigManager(JsonConfigManager):
             )
             self.topic_config_table[topic] = tc
             self.data_version.next_version()
+            self.record_put(topic, tc)
             return tc, True
 
     def serialize_wrapper(self) -> dict[str, Any]:

@@ -148,6 +148,7 @@ async def test_topic_manager_persist_reload_and_version(tmp_path):
     v0 = m.data_version.counter
     await m.update_topic_config(TopicConfig("orders", 4, 4, attributes={"+message.type": "FIFO"}))
     assert m.data_version.counter == v0 + 1
+    m.persist()  # a change is a journal line (test_metadata_journal.py); the snapshot as upstream's
     on_disk = _read(os.path.join(str(tmp_path), "topics.json"))
     assert set(on_disk) == {"topicConfigTable", "dataVersion"}
     assert set(on_disk["dataVersion"]) == {"stateVersion", "timestamp", "counter"}
@@ -200,6 +201,7 @@ async def test_subscription_group_manager(tmp_path):
     cfg, created = m.find_subscription_group_config("auto")
     assert created and cfg.retry_max_times == 16 and m.data_version.counter == v0 + 1
     await m.update_subscription_group_config(SubscriptionGroupConfig("orderly", consume_message_orderly=True))
+    m.persist()  # a change is a journal line (test_metadata_journal.py); the snapshot as upstream's
     on_disk = _read(m.path)
     assert set(on_disk) == {"subscriptionGroupTable", "forbiddenTable", "dataVersion"}
     assert on_disk["subscriptionGroupTable"]["orderly"]["consumeMessageOrderly"] is True
