@@ -60,6 +60,13 @@ class BrokerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys (authentic
     default_topic_queue_nums: int = 8
     register_broker_timeout_mills: int = 24000
     register_name_server_period: int = 30000
+    # The periodic registration sends the whole table even when every NameServer already has
+    # this dataVersion; false asks first (QUERY_DATA_VERSION), as BrokerController#needRegister.
+    force_register: bool = True
+    # Whole-table registrations in REGISTER_BROKERs of splitRegistrationSize topics each (a
+    # broker with very many topics); off as upstream.
+    enable_split_registration: bool = False
+    split_registration_size: int = 800
     long_polling_enable: bool = True
     # LITE_PULL_MESSAGE (DefaultLitePullConsumer) is served; false answers NO_PERMISSION, as upstream
     lite_pull_message_enable: bool = True

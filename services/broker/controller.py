@@ -9,8 +9,9 @@ Seams for other broker modules:
   malformed-request guard (CONSUMER_SEND_MSG_BACK, POP, transactions …);
 - the store's ``add_put_message_hook`` runs inside every append (the delay-level redirect to
   SCHEDULE_TOPIC_XXXX uses it, so it also covers messages the broker stores itself);
-- ``on_metadata_changed(topics=…, groups=…)`` persists the tables and re-registers with
-  every NameServer at once.
+- ``on_metadata_changed(topics=…, groups=…)`` makes the tables' journals durable and tells
+  every NameServer about the topics created or changed (an increment registration, not the
+  whole table); ``topics_changed()`` does the same and waits for it.
 
 Processors and services reach the store, the metadata managers and the client registries as
 attributes (``broker.message_store``, ``broker.consumer_offset_manager``, ``broker.stats``…), as
@@ -177,6 +178,14 @@ class BrokerController:
         self._scan_kick = asyncio.Event()
         self._persist_topics = False
         self._persist_groups = False
+        # registerIncrementBrokerData: one task sends what piles up while a send is in flight.
+        self._increment_task: asyncio.Task[None] | None = None
+        self._increment_waiters: list[asyncio.Future[None]] = []
+        self._increment_pending: dict[str, Any] = {}
+        # Increments sent while a full registration (taken before them) was in flight: sent
+        # again after it, so an older whole table never lands last.
+        self._full_in_flight = 0
+        self._resend_after_full: set[str] = set()
         self._started = False
         self._background: set[asyncio.Task[Any]] = set()
         self._register_default_processors()
@@ -265,7 +274,7 @@ class BrokerController:
             await self.replicas_manager.start()  # fenced until the controller settled the role
         elif self.store_config.broker_role == SLAVE:
             self.slave_synchronize.start(None)  # the master address comes with the registration
-        await self.register_broker_all()
+        await self.register_broker_all(force=True)
 
     async def shutdown(self) -> None:
         if not self._started:
@@ -520,9 +529,11 @@ class BrokerController:
     def _persist_all(self) -> None:
         for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager):
             try:
-                manager.persist()
+                manager.persist()  # topics and groups: a whole snapshot, the journal emptied
             except Exception:
                 log.exception("persist %s failed", manager.path)
+        for manager in (self.topic_config_manager, self.subscription_group_manager):
+            manager.close()
 
     # ---- seams ----------------------------------------------------------------------------
 
@@ -534,20 +545,29 @@ class BrokerController:
                 self.fast_remoting_server.register(code, self._timed(int(code), self.processors.table[int(code)]))
 
     def on_metadata_changed(self, *, topics: bool = False, groups: bool = False) -> None:
-        """Persist the changed tables and tell every NameServer now, not at the next period."""
+        """Make the changes durable and tell every NameServer now (in the background): the
+        changed topics only (registerIncrementBrokerData), never the whole table; groups are
+        not registered anywhere. A deleted topic is not re-registered, as upstream's
+        AdminBrokerProcessor#deleteTopic: mqadmin deleteTopic removes it from the NameServers."""
         self._persist_topics |= topics
         self._persist_groups |= groups
         self._spawn(self._persist_changed())
-        if topics or groups:
-            self._register_now.set()
+        if topics:
+            self._spawn(self.register_increment_broker_data(wait=False))
+
+    async def topics_changed(self) -> None:
+        """on_metadata_changed(topics=True), returning once the increment is registered (or
+        failed), as upstream's admin processor answers after registerIncrementBrokerData."""
+        await self.topic_config_manager.sync_async()
+        await self.register_increment_broker_data()
 
     async def _persist_changed(self) -> None:
         if self._persist_topics:
             self._persist_topics = False
-            await self.topic_config_manager.persist_async()
+            await self.topic_config_manager.sync_async()
         if self._persist_groups:
             self._persist_groups = False
-            await self.subscription_group_manager.persist_async()
+            await self.subscription_group_manager.sync_async()
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         try:
@@ -822,8 +842,9 @@ class BrokerController:
 
     # ---- NameServer registration ---------------------------------------------------------------
 
-    def _topic_configs_for_registration(self) -> list[Any]:
-        configs = self.topic_config_manager.all()
+    def _topic_configs_for_registration(self, configs: list[Any] | None = None) -> list[Any]:
+        if configs is None:
+            configs = self.topic_config_manager.all()
         perm = self.config.broker_permission
         if not is_writeable(perm) or not is_readable(perm):
             # A read-only (or write-only) broker advertises that on every topic, as upstream.
@@ -831,16 +852,95 @@ class BrokerController:
             configs = [replace(tc, perm=tc.perm & perm & (PERM_READ | PERM_WRITE)) for tc in configs]
         return configs
 
-    async def register_broker_all(self) -> dict[str, RegisterBrokerResult | None]:
-        """Register with every NameServer (not while fenced); a slave learns its master here."""
+    async def register_increment_broker_data(self, *, wait: bool = True) -> None:
+        """BrokerController#registerIncrementBrokerData: REGISTER_BROKER carrying only the topics
+        created or changed since the last one, with the current dataVersion. Changes that come
+        while one is in flight go together in the next. ``wait``: return once it was answered
+        (at most registerBrokerTimeoutMills). A NameServer that refuses it (it does not know
+        this broker yet: a one-topic table before the first full registration) gets the whole
+        table at once."""
+        changed = self.topic_config_manager.take_unregistered()
+        for tc in changed:
+            self._increment_pending[tc.topic_name] = tc
+        if not self.config.namesrv_addr_list() or self._fenced or not self._started:
+            self._increment_pending.clear()
+            return
+        if not self._increment_pending and (self._increment_task is None or self._increment_task.done()):
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._increment_waiters.append(future)
+        if self._increment_task is None or self._increment_task.done():
+            self._increment_task = asyncio.create_task(self._increment_loop(), name="registerIncrementBrokerData")
+            self._background.add(self._increment_task)
+            self._increment_task.add_done_callback(self._background.discard)
+        if wait:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(future), self.outer_api.timeout)
+
+    async def _increment_loop(self) -> None:
+        while self._increment_pending or self._increment_waiters:
+            batch, self._increment_pending = self._increment_pending, {}
+            waiters, self._increment_waiters = self._increment_waiters, []
+            try:
+                if batch:
+                    if self._full_in_flight:
+                        self._resend_after_full.update(batch)
+                    manager = self.topic_config_manager
+                    with manager._lock:
+                        configs = [tc for tc in map(manager.topic_config_table.get, batch) if tc is not None]
+                        version = manager.data_version.to_json_dict()
+                    if configs:
+                        results = await self.outer_api.register_topics(
+                            self.config.namesrv_addr_list(), cluster_name=self.config.broker_cluster_name,
+                            broker_addr=self.config.broker_addr, broker_name=self.config.broker_name,
+                            broker_id=self.config.broker_id, ha_server_addr=self.config.ha_server_addr,
+                            topic_configs=self._topic_configs_for_registration(configs), data_version=version)
+                        if any(result is None for result in results.values()):
+                            self._register_now.set()  # the whole table, from the register loop
+            except Exception:
+                log.exception("registerIncrementBrokerData failed")
+                self._register_now.set()
+            finally:
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
+
+    async def register_broker_all(self, *, force: bool | None = None) -> dict[str, RegisterBrokerResult | None]:
+        """Register with every NameServer (not while fenced); a slave learns its master here.
+
+        As BrokerController#registerBrokerAll: the whole table, in splitRegistrationSize chunks
+        with enableSplitRegistration; with forceRegister=false only when a NameServer's
+        QUERY_DATA_VERSION says it holds another dataVersion (needRegister)."""
         addrs = self.config.namesrv_addr_list()
         if not addrs or self._fenced:
             return {}
-        results = await self.outer_api.register_broker_all(
-            addrs, cluster_name=self.config.broker_cluster_name, broker_addr=self.config.broker_addr,
-            broker_name=self.config.broker_name, broker_id=self.config.broker_id,
-            ha_server_addr=self.config.ha_server_addr, topic_configs=self._topic_configs_for_registration(),
-            data_version=self.topic_config_manager.data_version.to_json_dict())
+        if force is None:
+            force = self.config.force_register
+        common = {"cluster_name": self.config.broker_cluster_name, "broker_addr": self.config.broker_addr,
+                  "broker_name": self.config.broker_name, "broker_id": self.config.broker_id}
+        split = self.config.split_registration_size if self.config.enable_split_registration else 0
+        if not split and not force and not await self.outer_api.need_register(
+                addrs, **common, data_version=self.topic_config_manager.data_version.to_json_dict()):
+            return {}
+        self._full_in_flight += 1
+        try:
+            with self.topic_config_manager._lock:
+                configs = self._topic_configs_for_registration()
+                version = self.topic_config_manager.data_version.to_json_dict()
+            results = await self.outer_api.register_broker_all(
+                addrs, **common, ha_server_addr=self.config.ha_server_addr, topic_configs=configs,
+                data_version=version, split_size=split)
+        finally:
+            self._full_in_flight -= 1
+        if not self._full_in_flight and self._resend_after_full:
+            names, self._resend_after_full = self._resend_after_full, set()
+            manager = self.topic_config_manager
+            with manager._lock:
+                for name in names:
+                    tc = manager.topic_config_table.get(name)
+                    if tc is not None:
+                        self._increment_pending.setdefault(name, tc)
+            self._spawn(self.register_increment_broker_data(wait=False))
         if self.replicas_manager is not None:
             self.replicas_manager.on_register_results(results)
         elif self.store_config.broker_role == SLAVE:
@@ -870,11 +970,13 @@ class BrokerController:
 
     async def _register_loop(self) -> None:
         while True:
+            woken = False
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_now.wait(), self._register_period())
+                woken = await asyncio.wait_for(self._register_now.wait(), self._register_period())
             self._register_now.clear()
             try:
-                await self.register_broker_all()
+                # Asked for (a refused increment, a role change): whatever forceRegister says.
+                await self.register_broker_all(force=True if woken else None)
             except Exception:
                 log.exception("registerBrokerAll failed")
 

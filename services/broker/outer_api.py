@@ -55,16 +55,54 @@ class BrokerOuterAPI:
 
     async def register_broker_all(self, namesrv_addrs: list[str], *, cluster_name: str, broker_addr: str,
                                   broker_name: str, broker_id: int, ha_server_addr: str,
-                                  topic_configs: list[TopicConfig], data_version: dict[str, Any]
-                                  ) -> dict[str, RegisterBrokerResult | None]:
-        """Register with every NameServer; per address the result, or None when it failed."""
+                                  topic_configs: list[TopicConfig], data_version: dict[str, Any],
+                                  split_size: int = 0) -> dict[str, RegisterBrokerResult | None]:
+        """Register with every NameServer; per address the result, or None when it failed.
+
+        ``split_size`` > 0 (enableSplitRegistration / splitRegistrationSize): the table goes in
+        REGISTER_BROKERs of that many topics each, then one with the rest (possibly none), as
+        BrokerController#registerBrokerAll does; every one carries the same dataVersion, and
+        nothing marks a chunk as first or later (a NameServer adds each chunk's topics and
+        removes none while deleteTopicWithBrokerRegistration is off, its default). An address
+        whose any chunk failed is None in the result.
+        """
+        if split_size <= 0 or len(topic_configs) < split_size:
+            return await self.register_topics(namesrv_addrs, cluster_name=cluster_name, broker_addr=broker_addr,
+                                              broker_name=broker_name, broker_id=broker_id,
+                                              ha_server_addr=ha_server_addr, topic_configs=topic_configs,
+                                              data_version=data_version)
+        failed: set[str] = set()
+        results: dict[str, RegisterBrokerResult | None] = {}
+        chunks = [topic_configs[i:i + split_size] for i in range(0, len(topic_configs), split_size)]
+        if len(chunks[-1]) == split_size:
+            chunks.append([])  # upstream's last call carries what is left after the last full chunk
+        log.info("register broker to name servers in %d chunks of %d topics (%d topics)", len(chunks), split_size,
+                 len(topic_configs))
+        for chunk in chunks:
+            results = await self.register_topics(namesrv_addrs, cluster_name=cluster_name, broker_addr=broker_addr,
+                                                 broker_name=broker_name, broker_id=broker_id,
+                                                 ha_server_addr=ha_server_addr, topic_configs=chunk,
+                                                 data_version=data_version)
+            failed.update(addr for addr, result in results.items() if result is None)
+        return {addr: (None if addr in failed else result) for addr, result in results.items()}
+
+    async def register_topics(self, namesrv_addrs: list[str], *, cluster_name: str, broker_addr: str,
+                              broker_name: str, broker_id: int, ha_server_addr: str,
+                              topic_configs: list[TopicConfig], data_version: dict[str, Any]
+                              ) -> dict[str, RegisterBrokerResult | None]:
+        """One REGISTER_BROKER to every NameServer with these topics: the whole table, a chunk
+        of it, or the few just changed (BrokerController#registerIncrementBrokerData; the same
+        request, its table holding only those topics)."""
         wrapper = TopicConfigAndMappingSerializeWrapper(
             topic_config_table={tc.topic_name: tc for tc in topic_configs},
             data_version=DataVersion.from_json_dict(data_version))
-        # The body is the whole topic table (tens of ms of JSON for thousands of topics, every
-        # period and every metadata change): serialise it off the loop. TopicConfigs are
-        # replaced, never mutated, in the table, so the list the caller took is a stable snapshot.
-        body, crc = await asyncio.to_thread(_encode_register_body, wrapper)
+        if len(topic_configs) > 64:
+            # A whole table is tens of ms of JSON for thousands of topics: serialise it off the
+            # loop. TopicConfigs are replaced, never mutated, in the table, so the list the
+            # caller took is a stable snapshot.
+            body, crc = await asyncio.to_thread(_encode_register_body, wrapper)
+        else:
+            body, crc = _encode_register_body(wrapper)
         fields = {"brokerName": broker_name, "brokerAddr": broker_addr, "clusterName": cluster_name,
                   "haServerAddr": ha_server_addr, "brokerId": str(broker_id), "compressed": "false",
                   "bodyCrc32": str(crc)}
@@ -85,6 +123,34 @@ class BrokerOuterAPI:
 
         results = await asyncio.gather(*(one(a) for a in namesrv_addrs))
         return dict(zip(namesrv_addrs, results, strict=True))
+
+    async def need_register(self, namesrv_addrs: list[str], *, cluster_name: str, broker_addr: str,
+                            broker_name: str, broker_id: int, data_version: dict[str, Any]) -> bool:
+        """BrokerOuterAPI#needRegister (forceRegister=false): QUERY_DATA_VERSION to every
+        NameServer; True when any says changed, answers another version, or fails."""
+        fields = {"brokerName": broker_name, "brokerAddr": broker_addr, "clusterName": cluster_name,
+                  "brokerId": str(broker_id)}
+        ours = DataVersion.from_json_dict(data_version)
+        body = ours.encode()
+
+        async def one(addr: str) -> bool:
+            request = RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, dict(fields), body)
+            try:
+                response = await self.client.invoke(addr, request, self.timeout)
+            except Exception as exc:
+                log.warning("query data version from name server %s failed: %s", addr, exc)
+                return True
+            if response.code != ResponseCode.SUCCESS:
+                return False  # as upstream: only an answer that says so counts as changed
+            changed = str((response.ext_fields or {}).get("changed", "true")).lower() != "false"
+            if response.body:
+                try:
+                    changed = changed or DataVersion.decode(response.body) != ours
+                except Exception:
+                    changed = True
+            return changed
+
+        return any(await asyncio.gather(*(one(a) for a in namesrv_addrs)))
 
     async def unregister_broker_all(self, namesrv_addrs: list[str], *, cluster_name: str, broker_addr: str,
                                     broker_name: str, broker_id: int) -> None:

@@ -137,9 +137,11 @@ class AdminBrokerProcessor:
                              topic_sys_flag=f.int("topicSysFlag", 0), order=f.bool("order", False),
                              attributes=attributes)
         self._check_topic_config(config)
+        # One journal line, then REGISTER_BROKER with this topic alone (upstream's
+        # registerIncrementBrokerData): neither grows with the topics the broker has.
         await self.broker.topic_config_manager.update_topic_config(config)
         log.info("updateAndCreateTopic %s from %s", config, self.broker.remote_addr(channel))
-        self.broker.on_metadata_changed(topics=True)
+        await self.broker.topics_changed()
         return request.response_to(ResponseCode.SUCCESS)
 
     async def update_and_create_topic_list(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
@@ -159,11 +161,12 @@ class AdminBrokerProcessor:
                 raise RequestError(ResponseCode.INVALID_PARAMETER, f"bad TopicConfig: {exc}") from None
             self._check_topic_config(config)
             configs.append(config)
-        for config in configs:
-            await self.broker.topic_config_manager.update_topic_config(config)
+        # TopicConfigManager#updateTopicConfigList: one dataVersion step, one fsync, one
+        # increment registration for the whole list.
+        await self.broker.topic_config_manager.update_topic_config_list(configs)
         log.info("updateAndCreateTopicList %s from %s", ";".join(c.topic_name for c in configs),
                  self.broker.remote_addr(channel))
-        self.broker.on_metadata_changed(topics=True)
+        await self.broker.topics_changed()
         return request.response_to(ResponseCode.SUCCESS)
 
     async def get_system_topic_list(self, request: RemotingCommand, channel: Any) -> RemotingCommand:
@@ -262,8 +265,10 @@ class AdminBrokerProcessor:
         if not isinstance(raw, list) or not raw:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "groupConfigList is missing or empty")
         configs = [self._group_config(entry) for entry in raw]
+        groups = self.broker.subscription_group_manager
         for config in configs:
-            await self.broker.subscription_group_manager.update_subscription_group_config(config)
+            groups.put(config)
+        await groups.sync_async()  # one fsync for the list
         log.info("updateAndCreateSubscriptionGroupList %s from %s", ";".join(c.group_name for c in configs),
                  self.broker.remote_addr(channel))
         self.broker.on_metadata_changed(groups=True)
