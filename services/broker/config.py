@@ -100,6 +100,17 @@ class BrokerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys (authentic
     # SQL92 filtering on pulls. Upstream defaults to false; OrbitMQ serves SQL92 subscriptions
     # (proxy, SDK) out of the box, so it defaults to true. Set false to refuse them as upstream.
     enable_property_filter: bool = True
+    # -- SQL92 bloom filters (services/broker/filter; upstream BrokerConfig keys and defaults) --
+    # Compute each message's filter bit map at dispatch for the SQL92 filters consumers
+    # registered (needs enableConsumeQueueExt in the store to be kept and used on pulls).
+    enable_calc_filter_bit_map: bool = False
+    # The bloom filter: expected filters and error rate in percent (m and k follow from them).
+    expect_consumer_num_use_filter: int = 32
+    max_error_rate_of_bloom_filter: int = 20
+    # How long a dead consumer filter is kept (ms).
+    filter_data_clean_time_span: int = 24 * 3600 * 1000
+    # A retry topic's messages are filtered by the expression the group gave for their real topic.
+    filter_support_retry: bool = False
     start_accept_send_request_time_stamp: int = 0
     channel_expired_timeout: int = 120_000
     client_channel_scan_interval: int = 10_000

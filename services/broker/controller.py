@@ -135,6 +135,17 @@ class BrokerController:
         self.message_store: Any = None
         self.consumer_manager = ConsumerManager(self._on_consumer_ids_changed, config.channel_expired_timeout)
         self.consumer_manager.subscription_expired_millis = config.subscription_expired_timeout
+        # -- SQL92 consumer filters and their bloom filter (services/broker/filter) --
+        from orbitmq.broker.filter import ConsumerFilterManager
+
+        self.consumer_filter_manager = ConsumerFilterManager(
+            config_dir, config.max_error_rate_of_bloom_filter, config.expect_consumer_num_use_filter,
+            config.filter_data_clean_time_span)
+        # ConsumerFilterManager's constructor: the ConsumeQueue extension's bit maps are m bits
+        store_config.bit_map_length_consume_queue_ext = self.consumer_filter_manager.bloom_filter.m
+        # DefaultConsumerIdsChangeListener's REGISTER / UNREGISTER events
+        self.consumer_manager.on_register = self.consumer_filter_manager.register_group
+        self.consumer_manager.on_unregister = self.consumer_filter_manager.unregister
         self.producer_manager = ProducerManager(config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.pull_request_hold_service = PullRequestHoldService(
@@ -216,7 +227,8 @@ class BrokerController:
         if self.config.enable_controller_mode:
             # A bad or foreign identity file refuses the start now, not later in the background.
             await asyncio.to_thread(self._check_broker_identity)
-        for manager in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager):
+        for manager in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager,
+                        self.consumer_filter_manager):
             if not await asyncio.to_thread(manager.load):
                 raise RuntimeError(f"cannot load {manager.path}")
         await asyncio.to_thread(self._load_auth_metadata)
@@ -243,6 +255,12 @@ class BrokerController:
         self.message_store = MessageStore(self.store_config, store_host=store_host,
                                           enable_controller_mode=self.config.enable_controller_mode)
         self.message_store.add_arrival_listener(self.pull_request_hold_service.arrival_listener)
+        if self.config.enable_calc_filter_bit_map:
+            from orbitmq.broker.filter import CommitLogDispatcherCalcBitMap
+
+            # BrokerController: getDispatcherList().addFirst(new CommitLogDispatcherCalcBitMap(..))
+            self.message_store.add_first_dispatcher(CommitLogDispatcherCalcBitMap(
+                self.consumer_filter_manager, lambda: self.config.enable_calc_filter_bit_map))
         await self.message_store.start()
         await self._start_ha_service()
         await self.schedule_message_service.start(self.message_store)  # delay levels
@@ -267,6 +285,8 @@ class BrokerController:
             asyncio.create_task(periodic(max(self.config.flush_consumer_offset_interval, 100) / 1000.0,
                                          self.consumer_offset_manager.persist_async, what="persist consumer offsets"),
                                 name="persistConsumerOffset"),
+            asyncio.create_task(periodic(10.0, self.consumer_filter_manager.persist_if_used,
+                                         what="persist consumer filters"), name="persistConsumerFilter"),
             asyncio.create_task(self._scan_channels_loop(), name="ClientHousekeepingService"),
         ]
         self._started = True
@@ -527,7 +547,8 @@ class BrokerController:
             self.auth_store.persist()
 
     def _persist_all(self) -> None:
-        for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager):
+        for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager,
+                        self.consumer_filter_manager):
             try:
                 manager.persist()  # topics and groups: a whole snapshot, the journal emptied
             except Exception:

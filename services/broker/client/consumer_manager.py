@@ -103,6 +103,11 @@ class ConsumerManager:
         self.subscription_expired_millis = SUBSCRIPTION_EXPIRED_MILLIS
         self._on_ids_changed = on_ids_changed
         self.channel_expired_millis = channel_expired_millis
+        # ConsumerGroupEvent.REGISTER (every heartbeat with subscriptions: group, subscriptions)
+        # and UNREGISTER (the group's last channel went: group), as DefaultConsumerIdsChangeListener
+        # hands them to ConsumerFilterManager.
+        self.on_register: Callable[[str, list[dict[str, Any]]], None] | None = None
+        self.on_unregister: Callable[[str], None] | None = None
 
     def get_consumer_group_info(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumer_table.get(group)
@@ -169,6 +174,7 @@ class ConsumerManager:
         sub_changed = info.update_subscription(subscriptions)
         if channel_changed and notify:
             self._notify(group, info)
+        self._event(self.on_register, group, subscriptions)
         return channel_changed or sub_changed
 
     def register_consumer_without_sub(self, group: str, channel_info: ClientChannelInfo, consume_type: str,
@@ -192,6 +198,7 @@ class ConsumerManager:
             log.info("unregister consumer ok, group: %s channel: %s", group, channel_remote_addr(channel))
             if not info.channel_info_table:
                 del self.consumer_table[group]
+                self._event(self.on_unregister, group)
             elif notify:
                 self._notify(group, info)
 
@@ -202,6 +209,7 @@ class ConsumerManager:
                          channel_remote_addr(channel))
                 if not info.channel_info_table:
                     del self.consumer_table[group]
+                    self._event(self.on_unregister, group)
                 else:
                     self._notify(group, info)
 
@@ -225,6 +233,14 @@ class ConsumerManager:
 
     def groups_subscribing(self, topic: str) -> list[str]:
         return [g for g, info in self.consumer_table.items() if topic in info.subscription_table]
+
+    @staticmethod
+    def _event(listener: Callable[..., None] | None, *args: Any) -> None:
+        if listener is not None:
+            try:
+                listener(*args)
+            except Exception:
+                log.exception("consumer group event listener %r failed", listener)
 
     def _notify(self, group: str, info: ConsumerGroupInfo) -> None:
         if self._on_ids_changed is not None:

@@ -13,11 +13,17 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orbitmq.broker.filter.consumer_filter_manager import build as consumer_filter_build
+from orbitmq.broker.filter.expression_filter import ExpressionForRetryMessageFilter, ExpressionMessageFilter
 from orbitmq.broker.longpolling.pull_request_hold import PullRequest
 from orbitmq.common import fastjson
 from orbitmq.common.constants import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT, is_readable
 from orbitmq.common.filter.message_filter import build_message_filter_for
-from orbitmq.common.filter.subscription import FilterExpressionError, build_subscription_data
+from orbitmq.common.filter.subscription import (
+    FilterExpressionError,
+    SubscriptionData,
+    build_subscription_data,
+)
 from orbitmq.common.message import MessageConst
 from orbitmq.common.sysflag import has_commit_offset_flag, has_subscription_flag, has_suspend_flag
 from orbitmq.remoting.codes import RequestCode, ResponseCode
@@ -241,6 +247,16 @@ class PullMessageProcessor:
                 raise RequestError(ResponseCode.SYSTEM_ERROR,
                                    f"The broker does not support consumer to filter message by "
                                    f"{header.expression_type}")
+            manager = getattr(broker, "consumer_filter_manager", None)
+            if manager is not None and broker.config.filter_support_retry and header.expression_type.upper() != "TAG":
+                # ConsumerFilterManager#build: the pull's own expression, no bloom data
+                data = consumer_filter_build(header.topic, header.consumer_group, header.subscription,
+                                             header.expression_type, header.sub_version)
+                if data is None:
+                    raise RequestError(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                       f"parse the consumer's subscription[{header.subscription}] failed, "
+                                       f"group: {header.consumer_group}")
+                return ExpressionForRetryMessageFilter(subscription, data, manager)
             try:  # the SubscriptionData parsed above, not the expression a second time
                 return build_message_filter_for(subscription)
             except (FilterExpressionError, ValueError, TypeError) as exc:
@@ -265,9 +281,23 @@ class PullMessageProcessor:
         if sub_version < header.sub_version:
             raise RequestError(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
         expression_type = str(sub.get("expressionType") or "TAG")
+        manager = getattr(broker, "consumer_filter_manager", None)
+        if manager is not None and expression_type.upper() != "TAG":
+            # PullMessageProcessor: the filter the group's heartbeat registered, with its bloom data
+            data = manager.get(header.topic, header.consumer_group)
+            if data is None:
+                raise RequestError(ResponseCode.FILTER_DATA_NOT_EXIST,
+                                   "The broker's consumer filter data is not exist!Your expression may be wrong!")
+            if data.client_version < header.sub_version:
+                raise RequestError(ResponseCode.FILTER_DATA_NOT_LATEST,
+                                   "the consumer's consumer filter data not latest")
         if expression_type.upper() != "TAG" and not broker.config.enable_property_filter:
             raise RequestError(ResponseCode.SYSTEM_ERROR,
                                f"The broker does not support consumer to filter message by {expression_type}")
+        if manager is not None and expression_type.upper() != "TAG":
+            subscription = SubscriptionData.from_json_dict(sub)
+            cls = ExpressionForRetryMessageFilter if broker.config.filter_support_retry else ExpressionMessageFilter
+            return cls(subscription, data, manager)
         return filter_from_subscription(sub, header.topic, header.consumer_group)
 
     def _build_response(self, request: RemotingCommand, header: PullHeader, result: Any,

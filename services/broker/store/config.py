@@ -49,6 +49,14 @@ class MessageStoreConfig(ConfigBase):
     max_transfer_count_on_message_in_disk: int = 8
     access_message_in_memory_max_ratio: int = 40
     message_index_enable: bool = True
+    # -- ConsumeQueue extension (consume_queue_ext.py; upstream MessageStoreConfig keys) --
+    # Each ConsumeQueue entry points to a unit in <storePathRootDir>/consumequeue_ext holding the
+    # tag code, store time and SQL92 filter bit map. Off by default: the queues are then exactly
+    # RocketMQ's, and an Apache broker can read the store. bitMapLengthConsumeQueueExt (bits) is
+    # set by the broker to its bloom filter's m (ConsumerFilterManager's constructor).
+    enable_consume_queue_ext: bool = False
+    mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
+    bit_map_length_consume_queue_ext: int = 64
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 5_000_000 * 4
     # Retention (CleanCommitLogService / CleanConsumeQueueService).
@@ -180,6 +188,11 @@ class MessageStoreConfig(ConfigBase):
     @property
     def consume_queue_dir(self) -> str:
         return os.path.join(self.store_path_root_dir, "consumequeue")
+
+    @property
+    def consume_queue_ext_dir(self) -> str:
+        """StorePathConfigHelper#getStorePathConsumeQueueExt."""
+        return os.path.join(self.store_path_root_dir, "consumequeue_ext")
 
     @property
     def index_dir(self) -> str:

@@ -5,6 +5,12 @@ hash code (long). A queue whose first segment starts past offset 0 (its earlier 
 deleted, or it was rebuilt mid-way) has its leading slots filled with blank entries
 (offset 0, size Integer.MAX_VALUE, tags 0) exactly as RocketMQ's fillPreBlank writes them;
 readers skip those.
+
+With enableConsumeQueueExt each queue has a ConsumeQueueExt (consume_queue_ext.py) and the
+tag code slot of an entry holds the address of the entry's extension unit (a negative long at
+most MAX_ADDR) that carries the real tag code, the store time and the SQL92 filter bit map.
+Readers resolve it through ``resolve_tags_code`` / ``get_entry``; with the extension off
+(the default) nothing here differs from RocketMQ's 20-byte entries.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 import struct
 from collections.abc import Callable
 
+from orbitmq.broker.store.consume_queue_ext import MAX_ADDR, ConsumeQueueExt, CqExtUnit
 from orbitmq.broker.store.mapped_file import MappedFile
 from orbitmq.broker.store.mapped_file_queue import MappedFileQueue
 from orbitmq.common import speedups
@@ -31,7 +38,8 @@ def is_blank_entry(offset: int, size: int) -> bool:
 
 
 class ConsumeQueue:
-    def __init__(self, topic: str, queue_id: int, root_dir: str, mapped_file_size: int) -> None:
+    def __init__(self, topic: str, queue_id: int, root_dir: str, mapped_file_size: int,
+                 ext: ConsumeQueueExt | None = None) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.store_path = os.path.join(root_dir, topic, str(queue_id))
@@ -48,10 +56,14 @@ class ConsumeQueue:
         # (CommitLog offset, queue end) of the record whose gap asked for a re-dispatch: met
         # again at the same queue end, the re-dispatch found nothing to fill it with.
         self._gap_pending: tuple[int, int] | None = None
+        # ConsumeQueue#consumeQueueExt: present only with enableConsumeQueueExt.
+        self.ext = ext
 
     # --- load / recover ------------------------------------------------------------------
     def load(self) -> None:
         self.mapped_file_queue.load()
+        if self.ext is not None:
+            self.ext.load()
 
     def recover(self) -> None:
         """Find the end of the valid entries (scanning the last three segments) and cut there."""
@@ -63,13 +75,16 @@ class ConsumeQueue:
         process_offset = mf.file_from_offset
         mapped_file_offset = 0
         size = self.mapped_file_size
+        max_ext_addr = 1
         while True:
             mapped_file_offset = 0
-            for offset, msg_size, _tags in CQ_ENTRY.iter_unpack(mf.mm[0:size]):
+            for offset, msg_size, tags in CQ_ENTRY.iter_unpack(mf.mm[0:size]):
                 if offset >= 0 and msg_size > 0:
                     mapped_file_offset += CQ_STORE_UNIT_SIZE
                     if not is_blank_entry(offset, msg_size):
                         self.max_physic_offset = offset + msg_size
+                    if tags <= MAX_ADDR:
+                        max_ext_addr = tags
                 else:
                     break
             if mapped_file_offset == size:
@@ -85,12 +100,21 @@ class ConsumeQueue:
         self.mapped_file_queue.flushed_where = process_offset
         self.mapped_file_queue.committed_where = process_offset
         self.mapped_file_queue.truncate_dirty_files(process_offset)
+        if self.ext is not None:
+            # ConsumeQueue#recover: the units after the last entry's are dropped
+            self.ext.recover()
+            self.ext.truncate_by_max_address(max_ext_addr)
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         """Drop entries whose record does not end within the CommitLog's [.., phy_offset)."""
-        mfq = self.mapped_file_queue
         if 0 <= self.max_physic_offset <= phy_offset:
             return  # entries are in CommitLog order: the last one ends in time, all do
+        self._truncate_dirty_entries(phy_offset)
+        if self.ext is not None:
+            self.ext.truncate_by_max_address(self._last_ext_addr())
+
+    def _truncate_dirty_entries(self, phy_offset: int) -> None:
+        mfq = self.mapped_file_queue
         while True:
             mf = mfq.get_last_mapped_file()
             if mf is None:
@@ -118,6 +142,15 @@ class ConsumeQueue:
             self.max_physic_offset = last_end
             return
 
+    def _last_ext_addr(self) -> int:
+        """The extension address of the last entry that has one (1: none)."""
+        for mf in reversed(self.mapped_file_queue.mapped_files):
+            for i in range(mf.wrote_position - CQ_STORE_UNIT_SIZE, -1, -CQ_STORE_UNIT_SIZE):
+                offset, size, tags = CQ_ENTRY.unpack_from(mf.mm, i)
+                if tags <= MAX_ADDR and not is_blank_entry(offset, size):
+                    return tags
+        return 1
+
     def _last_entry_end(self) -> int:
         for mf in reversed(self.mapped_file_queue.mapped_files):
             for i in range(mf.wrote_position - CQ_STORE_UNIT_SIZE, -1, -CQ_STORE_UNIT_SIZE):
@@ -131,6 +164,41 @@ class ConsumeQueue:
         """Write entry ``cq_offset``; a record already indexed (re-dispatch) is ignored (the
         module-level put_message_position_info, compiled where the accelerator was built)."""
         return put_message_position_info(self, offset, size, tags_code, cq_offset)
+
+    def put_message_position_info_wrapper(self, offset: int, size: int, tags_code: int, cq_offset: int,
+                                          store_timestamp: int, bit_map: bytes | None) -> bool:
+        """ConsumeQueue#putMessagePositionInfoWrapper with the extension: the unit (tag code,
+        store time, filter bit map) is written first and its address goes into the entry; a
+        unit that cannot be written leaves the tag code there. A record already indexed writes
+        no unit, and a unit whose entry was not written is taken back."""
+        ext = self.ext
+        if ext is None or offset + size <= self.max_physic_offset:
+            return put_message_position_info(self, offset, size, tags_code, cq_offset)
+        address = ext.put(CqExtUnit(tags_code, store_timestamp, bit_map))
+        if address > MAX_ADDR:
+            log.warning("Save consume queue extend fail, So just save tagsCode! topic:%s, queueId:%d, offset:%d",
+                        self.topic, self.queue_id, offset)
+            return put_message_position_info(self, offset, size, tags_code, cq_offset)
+        before = self.max_physic_offset
+        ok = put_message_position_info(self, offset, size, address, cq_offset)
+        if not ok or self.max_physic_offset == before:
+            ext.rollback(address)
+        return ok
+
+    def get_ext(self, address: int) -> CqExtUnit | None:
+        """ConsumeQueue#getExt: the extension unit at ``address`` (None: no extension, not there)."""
+        return self.ext.get(address) if self.ext is not None else None
+
+    def resolve_tags_code(self, tags_code: int) -> tuple[int | None, CqExtUnit | None]:
+        """The tag code and extension unit behind an entry's tag slot (CqUnit after
+        ConsumeQueue's iterator): an address resolves to its unit's tag code, or to None (no
+        valid tag code, CqUnit#getValidTagsCodeAsLong) when the unit cannot be read."""
+        if tags_code > MAX_ADDR:
+            return tags_code, None
+        unit = self.get_ext(tags_code)
+        if unit is None:
+            return None, None
+        return unit.tags_code, unit
 
     def _append(self, entry: bytes) -> MappedFile:
         mf = self.mapped_file_queue.get_last_mapped_file_or_create(0)
@@ -164,7 +232,12 @@ class ConsumeQueue:
         rel = pos - mf.file_from_offset
         if rel + CQ_STORE_UNIT_SIZE > mf.wrote_position or not mf.available:
             return None
-        return CQ_ENTRY.unpack_from(mf.mm, rel)
+        entry = CQ_ENTRY.unpack_from(mf.mm, rel)
+        if entry[2] <= MAX_ADDR and self.ext is not None:
+            unit = self.ext.get(entry[2])
+            if unit is not None:
+                return entry[0], entry[1], unit.tags_code
+        return entry
 
     def get_index_buffer(self, start_index: int, max_entries: int) -> bytes | None:
         """Entries from ``start_index`` to the end of the written part of its segment."""
@@ -212,11 +285,14 @@ class ConsumeQueue:
             return
         start = max(0, self.min_logic_offset - mf.file_from_offset)
         for i in range(start, mf.wrote_position, CQ_STORE_UNIT_SIZE):
-            offset, size, _tags = CQ_ENTRY.unpack_from(mf.mm, i)
+            offset, size, tags = CQ_ENTRY.unpack_from(mf.mm, i)
             if is_blank_entry(offset, size):
                 continue
             if offset >= phy_min_offset:
                 self.min_logic_offset = mf.file_from_offset + i
+                if self.ext is not None and tags <= MAX_ADDR:
+                    # ConsumeQueue#correctMinOffset: the units before the first entry's go
+                    self.ext.truncate_by_min_address(tags)
                 return
         if mf is self.mapped_file_queue.get_last_mapped_file() or mf.wrote_position >= self.mapped_file_size:
             self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + mf.wrote_position)
@@ -228,15 +304,29 @@ class ConsumeQueue:
         return count
 
     def flush(self, least_pages: int) -> bool:
-        return self.mapped_file_queue.flush(least_pages)
+        result = self.mapped_file_queue.flush(least_pages)
+        if self.ext is not None:
+            result = self.ext.flush(least_pages) and result
+        return result
+
+    def flush_all(self) -> None:
+        """Flush every entry (and extension unit) written so far."""
+        mfq = self.mapped_file_queue
+        mfq.flush_until(mfq.get_max_offset())
+        if self.ext is not None:
+            self.ext.flush_all()
 
     def shutdown(self) -> None:
         self.mapped_file_queue.shutdown(0)
+        if self.ext is not None:
+            self.ext.shutdown()
 
     def destroy(self) -> None:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.mapped_file_queue.destroy()
+        if self.ext is not None:
+            self.ext.destroy()
 
 
 # Compiled twin: _speedups_dispatch.put_message_position_info (same queue bytes).

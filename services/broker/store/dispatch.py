@@ -25,3 +25,6 @@ class DispatchRequest:
     properties: dict[str, str] = field(default_factory=dict)
     # False for the blank end-of-segment record and for a torn/corrupt record during recovery.
     success: bool = True
+    # DispatchRequest#bitMap: the SQL92 filter bit map CommitLogDispatcherCalcBitMap computed
+    # (enableCalcFilterBitMap), written to the ConsumeQueue extension; None: none.
+    bit_map: bytes | None = None

@@ -21,6 +21,7 @@ from orbitmq.broker.store.checkpoint import StoreCheckpoint
 from orbitmq.broker.store.commit_log import CommitLog
 from orbitmq.broker.store.config import SLAVE, SYNC_FLUSH, SYNC_MASTER, MessageStoreConfig
 from orbitmq.broker.store.consume_queue import CQ_ENTRY, CQ_STORE_UNIT_SIZE, ConsumeQueue, is_blank_entry
+from orbitmq.broker.store.consume_queue_ext import MAX_ADDR, ConsumeQueueExt
 from orbitmq.broker.store.dispatch import DispatchRequest
 from orbitmq.broker.store.flush import (
     CommitRealTimeService,
@@ -95,6 +96,9 @@ class MessageStore:
         self.put_message_hooks: list[PutMessageHook] = []
         self._delivery_time_of: Callable[[int, int], int] | None = None
         self._extra_dispatchers: list[Dispatcher] = []
+        # Dispatchers that run before the ConsumeQueue's (CommitLogDispatcherCalcBitMap, which
+        # upstream adds with getDispatcherList().addFirst).
+        self._first_dispatchers: list[Dispatcher] = []
         self._arrival_listeners: list[ArrivalListener] = []
         self._flush_service: FlushRealTimeService | GroupCommitService | None = None
         self._group_commit: GroupCommitService | None = None
@@ -118,6 +122,13 @@ class MessageStore:
         self._extra_dispatchers.append(fn)
         if self.reput_service is not None:
             self.reput_service.dispatchers.append(fn)
+
+    def add_first_dispatcher(self, fn: Dispatcher) -> None:
+        """Called for every stored record before the ConsumeQueue dispatcher (so that what it
+        sets on the DispatchRequest, e.g. the filter bit map, goes into the queue entry)."""
+        self._first_dispatchers.append(fn)
+        if self.reput_service is not None:
+            self._install_dispatchers()
 
     def add_arrival_listener(self, fn: ArrivalListener) -> None:
         """fn(topic, queue_id, logic_offset, tags_code, store_timestamp, properties) on the loop.
@@ -184,6 +195,8 @@ class MessageStore:
         ok = self.commit_log.mapped_file_queue.check_self()
         for cq in self.consume_queues():
             ok = cq.mapped_file_queue.check_self() and ok
+            if cq.ext is not None:
+                ok = cq.ext.check_self() and ok
         return ok
 
     def _load_and_recover(self) -> None:
@@ -300,7 +313,7 @@ class MessageStore:
             for qname in sorted(os.listdir(tdir)):
                 if not qname.lstrip("-").isdigit():
                     continue
-                cq = ConsumeQueue(topic, int(qname), root, self.config.mapped_file_size_consume_queue)
+                cq = new_consume_queue(self.config, topic, int(qname))
                 cq.on_gap = self._redispatch_consume_queue_gap
                 cq.load()
                 self.consume_queue_table.setdefault(topic, {})[int(qname)] = cq
@@ -320,7 +333,9 @@ class MessageStore:
         rs = self.reput_service
         # The module's dispatch_consume_queue (compiled where the accelerator was built), bound
         # to this store by a partial: no Python frame runs around it for each record.
-        rs.dispatchers = [partial(dispatch_consume_queue, self)]
+        cq_dispatcher = (partial(dispatch_consume_queue_ext, self) if self.config.enable_consume_queue_ext
+                         else partial(dispatch_consume_queue, self))
+        rs.dispatchers = [*self._first_dispatchers, cq_dispatcher]
         if self.index_service is not None:
             rs.dispatchers.append(self.index_service.build_index)
             rs.run_dispatchers = {self.index_service.build_index: self.index_service.build_index_many}
@@ -370,7 +385,7 @@ class MessageStore:
         self._flush_cq_service.shutdown()
         self.commit_log.flush_all()
         for cq in self.consume_queues():
-            cq.mapped_file_queue.flush_until(cq.mapped_file_queue.get_max_offset())
+            cq.flush_all()
         if self.index_service is not None:
             self.index_service.flush()
             self.index_service.shutdown()
@@ -409,7 +424,7 @@ class MessageStore:
             queues = self.consume_queue_table.setdefault(topic, {})
         cq = queues.get(queue_id)
         if cq is None:
-            cq = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue)
+            cq = new_consume_queue(self.config, topic, queue_id)
             cq.on_gap = self._redispatch_consume_queue_gap
             queues[queue_id] = cq
         return cq
@@ -657,11 +672,11 @@ class MessageStore:
                 result.status = GetMessageStatus.OFFSET_FOUND_NULL
                 result.next_begin_offset = self._next_offset_correction(offset, cq.roll_next_file(offset))
             else:
-                self._collect(result, buf, offset, max_msg_nums, max_total_size, message_filter, max_offset_py)
+                self._collect(result, buf, offset, max_msg_nums, max_total_size, message_filter, max_offset_py, cq)
         return result
 
     def _collect(self, result: GetMessageResult, buf: bytes, offset: int, max_msg_nums: int,
-                 max_total_size: int, message_filter, max_offset_py: int) -> None:
+                 max_total_size: int, message_filter, max_offset_py: int, cq: ConsumeQueue) -> None:
         cl = self.commit_log
         result.status = GetMessageStatus.NO_MATCHED_MESSAGE
         next_phy_file_start = -1
@@ -678,7 +693,19 @@ class MessageStore:
             if self._is_the_batch_full(size_py, max_msg_nums, max_total_size, result.buffer_total_size,
                                        result.message_count, in_disk):
                 break
-            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
+            if tags_code <= MAX_ADDR:
+                # an extension address (enableConsumeQueueExt): the unit's tag code, and its
+                # bit map for the SQL92 bloom check (DefaultMessageStore#getMessage via CqUnit)
+                valid_tags, unit = cq.resolve_tags_code(tags_code)
+                if message_filter is not None:
+                    by_ext = getattr(message_filter, "is_matched_by_consume_queue_ext", None)
+                    matched = (by_ext(valid_tags, unit) if by_ext is not None
+                               else message_filter.is_matched_by_consume_queue(valid_tags))
+                    if not matched:
+                        if result.buffer_total_size == 0:
+                            result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                        continue
+            elif message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
                 if result.buffer_total_size == 0:
                     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
                 continue
@@ -892,6 +919,15 @@ class MessageStore:
         return info
 
 
+def new_consume_queue(cfg: MessageStoreConfig, topic: str, queue_id: int) -> ConsumeQueue:
+    """A ConsumeQueue, with its extension when enableConsumeQueueExt (ConsumeQueue's constructor)."""
+    ext = None
+    if getattr(cfg, "enable_consume_queue_ext", False):
+        ext = ConsumeQueueExt(topic, queue_id, cfg.consume_queue_ext_dir, cfg.mapped_file_size_consume_queue_ext,
+                              cfg.bit_map_length_consume_queue_ext)
+    return ConsumeQueue(topic, queue_id, cfg.consume_queue_dir, cfg.mapped_file_size_consume_queue, ext)
+
+
 # Compiled twin: _speedups_dispatch.dispatch_consume_queue (same queue entries).
 def dispatch_consume_queue(store: MessageStore, req: DispatchRequest) -> None:
     """The store's first dispatcher: the ConsumeQueue entry of a record that has one (not a
@@ -904,6 +940,18 @@ def dispatch_consume_queue(store: MessageStore, req: DispatchRequest) -> None:
 
 
 _py_dispatch_consume_queue = dispatch_consume_queue
+
+
+def dispatch_consume_queue_ext(store: MessageStore, req: DispatchRequest) -> None:
+    """dispatch_consume_queue with enableConsumeQueueExt (ConsumeQueue#putMessagePositionInfoWrapper):
+    the entry's extension unit carries the tag code, the store time and the request's filter
+    bit map, and the entry its address. Pure Python: the compiled twin serves the plain entry."""
+    tran = req.sys_flag & 0xC
+    if tran == 0 or tran == 0x8:
+        cq = store.find_consume_queue(req.topic, req.queue_id)
+        cq.put_message_position_info_wrapper(req.commit_log_offset, req.msg_size, req.tags_code,
+                                             req.consume_queue_offset, req.store_timestamp, req.bit_map)
+    store.dispatched_store_timestamp = req.store_timestamp
 
 
 def _record_properties(record: bytes) -> dict[str, str]:
