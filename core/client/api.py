@@ -30,6 +30,7 @@ from orbitmq.common import extra_info as ei
 from orbitmq.common import fastjson
 from orbitmq.common.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.common.filter.subscription import SubscriptionData
+from orbitmq.common.java_hash import java_string_hash
 from orbitmq.common.message import (
     Message,
     MessageConst,
@@ -119,6 +120,49 @@ class ConsumerData:
             "subscriptionDataSet": [s.to_json_dict() for s in self.subscriptions],
             "unitMode": self.unit_mode,
         }
+
+
+# MixAll.IS_SUPPORT_HEART_BEAT_V2 / IS_SUB_CHANGE: the ext fields of a 5.x broker's HEART_BEAT answer.
+IS_SUPPORT_HEART_BEAT_V2 = "IS_SUPPORT_HEART_BEAT_V2"
+IS_SUB_CHANGE = "IS_SUB_CHANGE"
+
+
+@dataclass(frozen=True)
+class HeartbeatV2Result:
+    """HeartbeatV2Result: whether the broker takes fingerprint-only heartbeats, and whether it
+    wants the subscriptions again (its copy differs from the fingerprint sent)."""
+
+    sub_change: bool
+    support_v2: bool
+
+
+def heartbeat_data(client_id: str, producers: Iterable[ProducerData], consumers: Iterable[ConsumerData], *,
+                   fingerprint: int = 0, without_sub: bool = False) -> dict[str, Any]:
+    """HeartbeatData's JSON; ``without_sub`` empties every consumer's subscriptionDataSet."""
+    consumer_set = []
+    for consumer in consumers:
+        entry = consumer.to_json_dict()
+        if without_sub:
+            entry["subscriptionDataSet"] = []
+        consumer_set.append(entry)
+    data: dict[str, Any] = {"clientID": client_id, "producerDataSet": [p.to_json_dict() for p in producers],
+                            "consumerDataSet": consumer_set}
+    if fingerprint:
+        data["heartbeatFingerprint"] = fingerprint
+        data["withoutSub"] = without_sub
+    return data
+
+
+def heartbeat_fingerprint(producers: Iterable[ProducerData], consumers: Iterable[ConsumerData]) -> int:
+    """HeartbeatData#computeHeartbeatFingerprint: the hash of the heartbeat with the client id
+    blanked and every subVersion 0, so only a change of groups or subscriptions changes it. The
+    broker only compares the values a client sends, so any stable hash would do; this is Java's
+    String#hashCode over the JSON, as upstream's. Never 0 (0 means "a V1 heartbeat")."""
+    data = heartbeat_data("", producers, consumers)
+    for consumer in data["consumerDataSet"]:
+        for sub in consumer["subscriptionDataSet"]:
+            sub["subVersion"] = 0
+    return java_string_hash(dump_json(data).decode("utf-8")) or 1
 
 
 _PULL_STATUSES = {
@@ -493,17 +537,18 @@ class MQClientAPI:
 
     async def heartbeat(self, broker_addr: str, client_id: str, producers: Iterable[ProducerData] = (),
                         consumers: Iterable[ConsumerData] = (),
-                        client_properties: Mapping[str, str] | None = None) -> None:
-        data: dict[str, object] = {
-            "clientID": client_id,
-            "producerDataSet": [p.to_json_dict() for p in producers],
-            "consumerDataSet": [c.to_json_dict() for c in consumers],
-        }
+                        client_properties: Mapping[str, str] | None = None, *,
+                        fingerprint: int = 0, without_sub: bool = False) -> HeartbeatV2Result:
+        """HEART_BEAT; a non-zero ``fingerprint`` makes it MQClientAPIImpl#sendHeartbeatV2's (with
+        ``without_sub``, the consumers' subscriptions are left out: the broker keeps the last ones)."""
+        data = heartbeat_data(client_id, producers, consumers, fingerprint=fingerprint, without_sub=without_sub)
         if client_properties:
             # OrbitMQ's brokers keep them for producerConnection/consumerConnection; others ignore it.
             data["clientProperties"] = dict(client_properties)
-        body = dump_json(data)
-        await self.call(broker_addr, RequestCode.HEART_BEAT, None, body)
+        response = await self.call(broker_addr, RequestCode.HEART_BEAT, None, dump_json(data))
+        ext = response.ext_fields or {}
+        return HeartbeatV2Result(sub_change=ext.get(IS_SUB_CHANGE) == "true",
+                                 support_v2=ext.get(IS_SUPPORT_HEART_BEAT_V2) == "true")
 
     async def unregister_client(self, broker_addr: str, client_id: str, producer_group: str | None = None,
                                 consumer_group: str | None = None) -> None:

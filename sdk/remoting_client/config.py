@@ -59,6 +59,10 @@ class RemotingClientConfig:
     # NettyClientConfig#enableReconnectForGoAway: a server shutting down gracefully answers
     # GO_AWAY; the request is retried once on a new connection (a load balancer's next server).
     enable_reconnect_for_go_away: bool = True
+    # ClientConfig#useHeartbeatV2 (-Dcom.rocketmq.heartbeat.v2, default false): once a broker says it
+    # takes them, heartbeats whose groups and subscriptions are unchanged carry a fingerprint only.
+    use_heartbeat_v2: bool = field(
+        default_factory=lambda: os.environ.get("ROCKETMQ_HEARTBEAT_V2", "false").lower() == "true")
 
     def namesrv_addrs(self) -> list[str]:
         return resolve_namesrv_addr(self.namesrv_addr)

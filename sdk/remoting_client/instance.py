@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orbitmq.auth.client import AclClientRPCHook
-from orbitmq.client.api import ConsumerData, MessageQueueRef, MQClientAPI, ProducerData
+from orbitmq.client.api import ConsumerData, MessageQueueRef, MQClientAPI, ProducerData, heartbeat_fingerprint
 from orbitmq.client.errors import MQBrokerError, MQClientError
 from orbitmq.client.request_reply import decode_push_reply
 from orbitmq.client.route_cache import TopicRouteCache
@@ -118,6 +118,9 @@ class MQClientInstance:
         self._routes = TopicRouteCache(self.api, self.namesrv_addrs, config.poll_name_server_interval)
         self.topic_route_table: dict[str, TopicRouteData] = {}
         self.broker_addr_table: dict[str, dict[int, str]] = {}
+        # useHeartbeatV2: brokers that answered IS_SUPPORT_HEART_BEAT_V2, and the fingerprint each holds
+        self._heartbeat_v2_brokers: set[str] = set()
+        self._broker_heartbeat_fingerprints: dict[str, int] = {}
         self.last_route_error: dict[str, str] = {}  # why the last route fetch of a topic failed
         self.producers: dict[str, ProducerInner] = {}
         self.consumers: dict[str, ConsumerInner] = {}
@@ -357,19 +360,46 @@ class MQClientInstance:
         consumers = [c.consumer_data() for c in list(self.consumers.values())]
         return producers, consumers
 
-    async def send_heartbeat_to_all_brokers(self) -> None:
+    async def send_heartbeat_to_all_brokers(self, is_rebalance: bool = False) -> None:
         """HEART_BEAT with every producer and consumer group to the brokers the routes name: the
-        masters only while there is no consumer (a slave serves no producer), else every member."""
+        masters only while there is no consumer (a slave serves no producer), else every member.
+        With use_heartbeat_v2, MQClientInstance#sendHeartbeatToAllBrokerV2: a rebalance
+        (``is_rebalance``) forgets the fingerprints each broker has, so the subscriptions go again."""
         producers, consumers = self._heartbeat_data()
         if not producers and not consumers:
             return
         targets = [addr for table in list(self.broker_addr_table.values()) for bid, addr in table.items()
                    if consumers or bid == MASTER_ID]
-        results = await asyncio.gather(*(self.api.heartbeat(addr, self.client_id, producers, consumers)
-                                         for addr in targets), return_exceptions=True)
+        if self.config.use_heartbeat_v2:
+            if is_rebalance:
+                self._broker_heartbeat_fingerprints.clear()
+            fingerprint = heartbeat_fingerprint(producers, consumers)
+            calls = [self._send_heartbeat_v2(addr, producers, consumers, fingerprint) for addr in targets]
+        else:
+            calls = [self.api.heartbeat(addr, self.client_id, producers, consumers) for addr in targets]
+        results = await asyncio.gather(*calls, return_exceptions=True)
         for addr, result in zip(targets, results, strict=True):
             if isinstance(result, BaseException):
                 log.info("heartbeat of client %s to %s failed: %s", self.client_id, addr, result)
+
+    async def _send_heartbeat_v2(self, addr: str, producers: list[ProducerData], consumers: list[ConsumerData],
+                                 fingerprint: int) -> None:
+        """MQClientInstance#sendHeartbeatToBrokerV2: subscriptions left out only for a broker known to
+        take V2 heartbeats that holds this very fingerprint; a broker asking for them (IS_SUB_CHANGE)
+        gets them next time."""
+        if addr in self._heartbeat_v2_brokers and self._broker_heartbeat_fingerprints.get(addr) == fingerprint:
+            result = await self.api.heartbeat(addr, self.client_id, producers, consumers,
+                                              fingerprint=fingerprint, without_sub=True)
+            if result.sub_change:
+                self._broker_heartbeat_fingerprints.pop(addr, None)
+            return
+        result = await self.api.heartbeat(addr, self.client_id, producers, consumers, fingerprint=fingerprint)
+        if result.support_v2:
+            self._heartbeat_v2_brokers.add(addr)
+            if result.sub_change:
+                self._broker_heartbeat_fingerprints.pop(addr, None)
+            else:
+                self._broker_heartbeat_fingerprints[addr] = fingerprint
 
     async def _heartbeat_and_clean(self) -> None:
         self._clean_offline_brokers()

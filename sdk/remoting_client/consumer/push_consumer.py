@@ -112,7 +112,7 @@ class RebalancePushImpl(ConsumerRebalanceImpl):
                 c.pull_threshold_for_queue = max(1, c.pull_threshold_for_topic // count)
             if c.pull_threshold_size_for_topic != -1:
                 c.pull_threshold_size_for_queue = max(1, c.pull_threshold_size_for_topic // count)
-        await self.instance.send_heartbeat_to_all_brokers()
+        await self.instance.send_heartbeat_to_all_brokers(is_rebalance=True)
         if c.message_queue_listener is not None:
             c.message_queue_listener(topic, mq_all, mq_divided)
 
@@ -497,7 +497,10 @@ class AsyncDefaultMQPushConsumer(ConsumerInnerMixin):
                 delay = PULL_TIME_DELAY_WHEN_FLOW_CONTROL * 400  # PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL
             self.execute_pull_request_later(pr, delay)
             return
-        self.pull_api.process_pull_result(pr.mq, result, sub)
+        # Filtered by the subscription in force now, not the one the pull went out with (upstream's
+        # PullCallback keeps the latter): a pull parked across a subscribe() returns what the broker
+        # matched with the new subscription, which the old one would drop and skip for good.
+        self.pull_api.process_pull_result(pr.mq, result, self.rebalance.subscription_inner.get(pr.mq.topic, sub))
         if result.status == PullStatus.FOUND:
             prev = pr.next_offset
             pr.next_offset = result.next_begin_offset

@@ -377,6 +377,55 @@ async def test_tag_and_sql92_subscriptions(remoting_cluster: RemotingCluster) ->
         await sql_c.shutdown()
 
 
+async def test_heartbeat_v2_fingerprints_and_a_subscription_change(remoting_cluster: RemotingCluster,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """useHeartbeatV2: once the broker answers IS_SUPPORT_HEART_BEAT_V2, unchanged heartbeats carry
+    the fingerprint only; a new subscription changes the fingerprint, goes in full, and the broker
+    filters by it."""
+    from orbitmq.client.api import MQClientAPI
+
+    topic = remoting_cluster.create_topic(unique("HbV2"))
+    group = remoting_cluster.create_group(unique("CG"))
+    sent: list[tuple[int, bool, list[str]]] = []  # (fingerprint, without_sub, subscribed expressions)
+    original = MQClientAPI.heartbeat
+
+    async def recording(self, addr, client_id, producers=(), consumers=(), client_properties=None, *,
+                        fingerprint=0, without_sub=False):
+        consumers = list(consumers)
+        if any(c.group_name == group for c in consumers):
+            sent.append((fingerprint, without_sub,
+                         [s.sub_string for c in consumers if c.group_name == group for s in c.subscriptions]))
+        return await original(self, addr, client_id, producers, consumers, client_properties,
+                              fingerprint=fingerprint, without_sub=without_sub)
+
+    monkeypatch.setattr(MQClientAPI, "heartbeat", recording)
+    got: dict[bytes, int] = {}
+    consumer = AsyncDefaultMQPushConsumer(group, client_config(remoting_cluster, use_heartbeat_v2=True),
+                                          consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(topic, "TagA")
+    consumer.register_message_listener(_counting_listener(got))
+    await consumer.start()
+    try:
+        await send(remoting_cluster, topic, [b"a1", b"b1"], tags=lambda i: "TagA" if i == 0 else "TagB")
+        await wait_for(lambda: b"a1" in got, what="the TagA message")
+        await wait_for(lambda: any(without for _, without, _ in sent), what="a fingerprint-only heartbeat")
+        assert all(fp != 0 for fp, _, _ in sent), "every V2 heartbeat carries a fingerprint"
+        first = {fp for fp, _, _ in sent}
+        assert len(first) == 1, f"one subscription, one fingerprint: {first}"
+        count = len(sent)
+        consumer.subscribe(topic, "TagB")
+        await wait_for(lambda: any("TagB" in subs and not without for _, without, subs in sent[count:]),
+                       what="a full heartbeat with the new subscription")
+        changed = [fp for fp, without, subs in sent[count:] if "TagB" in subs and not without]
+        assert changed[0] not in first, "a new subscription, a new fingerprint"
+        await send(remoting_cluster, topic, [b"a2", b"b2"], tags=lambda i: "TagA" if i == 0 else "TagB")
+        await wait_for(lambda: b"b2" in got, what="the TagB message after the change")
+        await asyncio.sleep(0.5)
+        assert b"a2" not in got, "the broker filters by the new subscription"
+    finally:
+        await consumer.shutdown()
+
+
 async def test_offset_illegal_is_corrected(remoting_cluster: RemotingCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     """A committed offset past the queue's end (OFFSET_ILLEGAL) is replaced by the broker's
     nextBeginOffset (the queue's max offset, DefaultMessageStore#getMessage's correction of

@@ -16,6 +16,7 @@ from tests.sdk.remoting_client.test_consumer import (  # noqa: F401  (collected 
     test_concurrent_push_consumer_receives_everything,
     test_consume_from_first_last_timestamp,
     test_consumer_started_before_its_topic_exists,
+    test_heartbeat_v2_fingerprints_and_a_subscription_change,
     test_killed_consumer_queues_move_nothing_lost,
     test_lite_pull_assign_seek_and_auto_commit,
     test_lite_pull_subscribe_poll_and_commit,

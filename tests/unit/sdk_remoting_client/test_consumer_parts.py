@@ -619,11 +619,11 @@ async def test_pull_threshold_for_topic_is_split_over_queues() -> None:
     c = _push(pull_threshold_for_topic=100, pull_threshold_size_for_topic=10)
     heartbeats = []
 
-    async def heartbeat() -> None:
-        heartbeats.append(1)
+    async def heartbeat(is_rebalance: bool = False) -> None:
+        heartbeats.append(is_rebalance)
     c.instance.send_heartbeat_to_all_brokers = heartbeat  # type: ignore[method-assign]
     for i in range(3):
         c.rebalance.process_queue_table[MessageQueueRef("T", "broker-a", i)] = ProcessQueue()
     await c.rebalance.message_queue_changed("T", set(), set())
     assert (c.pull_threshold_for_queue, c.pull_threshold_size_for_queue) == (33, 3)
-    assert heartbeats == [1]
+    assert heartbeats == [True]  # a rebalance: V2 fingerprints are forgotten
