@@ -34,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print all config items and exit")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument("--log-file", default=None, help="also log to this file")
+    # mqbroker --enable-proxy: ProxyStartup -pm local -bc <configFile>, the proxy in this process
+    # calling the broker's processors directly (services/proxy/local.py)
+    parser.add_argument("--enable-proxy", action="store_true",
+                        help="run a gRPC proxy in local mode in this process (as mqbroker --enable-proxy)")
+    parser.add_argument("-pc", "--proxyConfigPath", dest="proxy_config",
+                        help="with --enable-proxy: the proxy's config file (proxy.conf)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
 
@@ -68,6 +74,18 @@ async def run_broker(broker_config: BrokerConfig, store_config: MessageStoreConf
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.enable_proxy and not args.print_config:
+        from orbitmq.proxy.startup import main as proxy_main
+
+        try:
+            broker_overrides = parse_cli_overrides(args.overrides)
+        except ValueError as exc:
+            print(f"orbitmq broker: {exc}", file=sys.stderr)
+            return 1
+        proxy_argv = ["-pm", "local", *(["-bc", args.config] if args.config else []),
+                      *(["-n", args.namesrv] if args.namesrv else []),
+                      *(["-c", args.proxy_config] if args.proxy_config else []), "--log-level", args.log_level]
+        return proxy_main(proxy_argv, broker_overrides=broker_overrides)
     try:
         overrides = parse_cli_overrides(args.overrides)
         if args.namesrv:

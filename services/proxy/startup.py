@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from orbitmq.common.config import load_configs, parse_cli_overrides
+from orbitmq.common.constants import NAMESRV_ADDR_ENV
 from orbitmq.common.log import setup_logging
 from orbitmq.common.metrics import exporter_type, hub
 from orbitmq.common.runtime import freeze_startup_objects, stop_on_signals, watch_parent
@@ -55,20 +56,40 @@ def build_config(args: argparse.Namespace) -> ProxyConfig:
     return config
 
 
+def namesrv_given(args: argparse.Namespace) -> bool:
+    """Whether namesrvAddr was set (-n, a key=value, the config file, NAMESRV_ADDR) rather than
+    defaulted: a local-mode proxy without one uses its broker's."""
+    if args.namesrv_addr or os.environ.get(NAMESRV_ADDR_ENV):
+        return True
+    if any(o.split("=", 1)[0].strip() == "namesrvAddr" for o in args.overrides):
+        return True
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as f:
+                return "namesrvAddr" in f.read()
+        except OSError:
+            return False
+    return False
+
+
 def is_local_mode(config: ProxyConfig) -> bool:
     return config.proxy_mode.strip().lower() == "local"
 
 
-async def start_local_broker(config: ProxyConfig, broker_overrides: dict[str, str] | None = None):
+async def start_local_broker(config: ProxyConfig, broker_overrides: dict[str, str] | None = None, *,
+                             namesrv_given: bool = True):
     """ProxyStartup#createBrokerController: the broker of brokerConfigPath, with the proxy's
-    namesrvAddr (BrokerStartup's -n), started in this process."""
+    namesrvAddr as BrokerStartup's -n when one was given (else the proxy takes the broker's),
+    started in this process."""
     from orbitmq.broker.controller import BrokerController
     from orbitmq.broker.startup import load_broker_configs
 
     overrides = dict(broker_overrides or {})
-    if config.namesrv_addr:
+    if config.namesrv_addr and namesrv_given:
         overrides.setdefault("namesrvAddr", config.namesrv_addr)
     broker_config, store_config = load_broker_configs(config.broker_config_path or None, overrides)
+    if not namesrv_given and broker_config.namesrv_addr:
+        config.namesrv_addr = broker_config.namesrv_addr
     broker = BrokerController(broker_config, store_config)
     try:
         await broker.start()
@@ -81,10 +102,11 @@ async def start_local_broker(config: ProxyConfig, broker_overrides: dict[str, st
 
 
 async def serve(config: ProxyConfig, host: str = "0.0.0.0", *, worker: bool = False,
-                broker_overrides: dict[str, str] | None = None) -> None:
+                broker_overrides: dict[str, str] | None = None, namesrv_given: bool = True) -> None:
     stop = asyncio.Event()
     stop_on_signals(stop)
-    broker = await start_local_broker(config, broker_overrides) if is_local_mode(config) else None
+    broker = (await start_local_broker(config, broker_overrides, namesrv_given=namesrv_given)
+              if is_local_mode(config) else None)
     try:
         server = ProxyServer(config, host, reuse_port=worker, broker=broker)
         await server.start()
@@ -151,7 +173,9 @@ async def serve_workers(config: ProxyConfig, args: argparse.Namespace) -> None:
         await hub().release(config)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, broker_overrides: dict[str, str] | None = None) -> int:
+    """``broker_overrides``: key=value settings for the local-mode broker (`orbitmq broker
+    --enable-proxy`'s own command-line keys)."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         config = build_config(args)
@@ -173,7 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.workers > 1 and not args.worker:
             asyncio.run(serve_workers(config, args))
         else:
-            asyncio.run(serve(config, args.host, worker=args.worker))
+            asyncio.run(serve(config, args.host, worker=args.worker, broker_overrides=broker_overrides,
+                              namesrv_given=namesrv_given(args)))
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"orbitmq proxy: {exc}", file=sys.stderr)
         return 1

@@ -245,3 +245,32 @@ def test_broker_sees_the_proxy_without_a_connection(local_mode: Cluster) -> None
         assert local_mode.proxy.rsplit(":", 1)[1] in found.body.decode()
     finally:
         producer.shutdown()
+
+
+def test_broker_enable_proxy_takes_the_brokers_name_server(procs: ProcessRunner, tmp_path) -> None:
+    """`orbitmq broker --enable-proxy -c broker.conf -pc proxy.conf` (mqbroker --enable-proxy): the
+    proxy in local mode in the broker's process; with no namesrvAddr of its own it routes through
+    the broker's NameServer (broker.conf's namesrvAddr)."""
+    ns_port = free_port()
+    namesrv = f"127.0.0.1:{ns_port}"
+    procs.start("namesrv", [f"listenPort={ns_port}"], ready_port=ns_port, name="namesrv")
+    broker_port = free_port_pair()
+    conf = write_broker_conf(tmp_path / "broker.conf", broker_port, tmp_path / "store", namesrvAddr=namesrv,
+                             **CLUSTER_BROKER_KEYS)
+    port = free_port()
+    proxy_conf = tmp_path / "proxy.conf"
+    proxy_conf.write_text(f"grpcServerPort={port}\nremotingListenPort=0\n", encoding="utf-8")
+    procs.start("broker", ["--enable-proxy", "-c", str(conf), "-pc", str(proxy_conf)], ready_port=port,
+                ready_text="local mode with broker", name="broker-enable-proxy")
+    c = Cluster(procs, namesrv, f"127.0.0.1:{broker_port}", [f"127.0.0.1:{port}"])
+    topic = c.create_topic(unique("EnableProxyT"))
+    group = c.create_group(unique("EnableProxyG"))
+    producer = _producer(c.proxy, topic)
+    consumer = _consumer(c.proxy, group, topic)
+    try:
+        message_id = producer.send(_message(topic, b"via --enable-proxy")).message_id
+        got = _receive(consumer, 1)
+        assert [(m.message_id, m.body) for m in got] == [(message_id, b"via --enable-proxy")]
+    finally:
+        producer.shutdown()
+        consumer.shutdown()

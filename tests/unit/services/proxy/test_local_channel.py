@@ -95,3 +95,34 @@ async def test_local_remoting_client_serves_the_broker_address_in_process() -> N
     finally:
         await client.close()
     assert server.channels == frozenset()
+
+
+def _cluster_service(local: str | None):
+    from orbitmq.common.route import BrokerData, QueueData, TopicRouteData
+    from orbitmq.proxy.cluster import ClusterService
+    from orbitmq.proxy.config import ProxyConfig
+
+    route = TopicRouteData([QueueData("broker-a", 2, 2, 6), QueueData("broker-b", 2, 2, 6)],
+                           [BrokerData("C", "broker-a", {0: "a:1"}), BrokerData("C", "broker-b", {0: "b:1"})])
+    cluster = ClusterService(ProxyConfig(), SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
+    cluster.local_broker_name = local
+
+    async def fixed_route(topic: str):
+        return route
+
+    cluster.route = fixed_route  # type: ignore[method-assign]
+    return cluster
+
+
+async def test_local_mode_sends_and_receives_on_the_local_broker_when_it_serves_the_topic() -> None:
+    """LocalTopicRouteService#getCurrentMessageQueueView: the local broker's queues only."""
+    cluster = _cluster_service("broker-b")
+    assert {q.broker_name for q in await cluster.write_queues("T")} == {"broker-b"}
+    assert {(await cluster.select_write_queue("T", "group-1")).broker_name for _ in range(4)} == {"broker-b"}
+    assert await cluster.read_brokers("T") == [("broker-b", "b:1")]
+    # a topic the local broker does not serve: the brokers that do, over Remoting
+    elsewhere = _cluster_service("broker-x")
+    assert {q.broker_name for q in await elsewhere.write_queues("T")} == {"broker-a", "broker-b"}
+    assert [b for b, _ in await elsewhere.read_brokers("T")] == ["broker-a", "broker-b"]
+    # cluster mode: every broker
+    assert {q.broker_name for q in await _cluster_service(None).write_queues("T")} == {"broker-a", "broker-b"}
