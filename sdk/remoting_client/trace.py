@@ -181,8 +181,12 @@ class AsyncTraceDispatcher:
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
                     break
+                # asyncio.timeout, not wait_for: 3.11's wait_for swallows a cancel of this task that
+                # lands as the get completes, and shutdown would then wait on the task for ever.
+                # A get cut short by the timeout leaves its record in the queue.
                 try:
-                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+                    async with asyncio.timeout(remaining):
+                        batch.append(await self._queue.get())
                 except TimeoutError:
                     break
             try:
@@ -221,7 +225,8 @@ class AsyncTraceDispatcher:
         """Let the queued records be written (up to 3 s), then stop the task and the inner producer."""
         if self._task is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._queue.join(), 3.0)
+                async with asyncio.timeout(3.0):
+                    await self._queue.join()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
