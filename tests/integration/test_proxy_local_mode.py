@@ -10,6 +10,10 @@ apache.rocketmq.v2.Code; and the broker sees the proxy as a client without a TCP
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -274,3 +278,42 @@ def test_broker_enable_proxy_takes_the_brokers_name_server(procs: ProcessRunner,
     finally:
         producer.shutdown()
         consumer.shutdown()
+
+
+def _admin(local_mode: Cluster, *args: str, cwd=None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "NAMESRV_ADDR"}
+    return subprocess.run([sys.executable, "-m", "orbitmq", "admin", *args, "-n", local_mode.namesrv],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=cwd)
+
+
+async def test_consumer_status_and_consume_directly_reach_a_push_consumer(local_mode: Cluster, tmp_path) -> None:
+    """GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY from the broker go to the channel
+    the proxy's heartbeats came on, the in-process one: the proxy's relay answers or forwards them
+    over Telemetry to the SDK's push consumer."""
+    from orbitmq import AsyncPushConsumer, ConsumeResult
+
+    topic = local_mode.create_topic(unique("LocalStatusT"), queues=1)
+    group = local_mode.create_group(unique("LocalStatusG"))
+    config = ClientConfig(local_mode.proxy)
+    async with AsyncProducer(config, [topic]) as producer:
+        receipt = await producer.send(SdkMessage(topic, b"status", tag="TagA"))
+    consumed: list[str] = []
+    first = asyncio.Event()
+
+    async def listener(message) -> ConsumeResult:
+        consumed.append(message.message_id)
+        first.set()
+        return ConsumeResult.SUCCESS
+
+    async with AsyncPushConsumer(config, group, {topic: "TagA"}, listener, long_polling_timeout=1) as consumer:
+        await asyncio.wait_for(first.wait(), 20)
+        assert consumed == [receipt.message_id]
+        listing = await asyncio.to_thread(_admin, local_mode, "consumerStatus", "-g", group, "--json", cwd=tmp_path)
+        assert listing.returncode == 0, listing.stderr
+        info = json.loads(listing.stdout)["runningInfo"][consumer.client_id]
+        assert info["properties"]["consumerGroup"] == group
+        direct = await asyncio.to_thread(_admin, local_mode, "queryMsgById", "-i", receipt.message_id, "-t", topic,
+                                         "-g", group, "-d", consumer.client_id)
+        assert direct.returncode == 0, direct.stderr
+        assert "consumeResult=CR_SUCCESS" in direct.stdout
+        assert consumed == [receipt.message_id] * 2
