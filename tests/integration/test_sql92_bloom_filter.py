@@ -26,6 +26,7 @@ from orbitmq.common.message import Message
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting import headers as h
+from orbitmq.remoting.codes import RequestCode
 
 TOPIC = "SqlBloomTopic"
 GROUP = "CG_SQL_BLOOM"
@@ -108,6 +109,16 @@ async def test_sql92_pulls_prematched_by_bloom_filter_with_retry_and_restart(bro
     tags = cq_tags(store, TOPIC)
     assert len(tags) == 100 and all(t <= MAX_ADDR for t in tags)
     assert (store / "consumequeue_ext" / TOPIC / "0" / ("0" * 20)).stat().st_size == 48 * 1024 * 1024
+
+    # QUERY_CONSUME_QUEUE (mqadmin queryCq -g): the units, their bit maps and the bloom verdicts
+    response = await api.call(addr, RequestCode.QUERY_CONSUME_QUEUE, {
+        "topic": TOPIC, "queueId": "0", "index": "0", "count": "20", "consumerGroup": GROUP})
+    body = json.loads(response.body)
+    assert json.loads(body["filterData"])["expression"] == EXPR
+    rows = body["queueData"]
+    assert [row["eval"] for row in rows] == [i % 10 == 3 for i in range(20)]
+    assert all(len(row["bitMap"].replace("\n", "")) == 112 and "extendDataJson" in row for row in rows)
+    assert {json.loads(row["extendDataJson"])["size"] for row in rows} == {20 + 14}
 
     # filterSupportRetry: the retry topic's own expression is TRUE, yet the expression the group
     # gave for the real topic decides. One matching and one other message go back.

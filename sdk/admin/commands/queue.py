@@ -22,7 +22,9 @@ def _query_cq_options(p: argparse.ArgumentParser) -> None:
 
 @command("queryCq", "Query cq command.", _query_cq_options)
 async def query_cq(admin: MQAdminExt, args: argparse.Namespace) -> Result:
-    """ConsumeQueue entries (physical offset, size, tags hash) of one queue, from -i on."""
+    """ConsumeQueue entries (physical offset, size, tags hash; with the ConsumeQueue extension the
+    unit, its bit map and the group filter's verdict) of one queue, from -i on, as
+    ConsumeQueueData#toString prints them."""
     topic = args.topic.strip()
     if args.count <= 0:
         raise UsageError(f"-c count must be positive, not {args.count}")
@@ -42,7 +44,9 @@ async def query_cq(admin: MQAdminExt, args: argparse.Namespace) -> Result:
     out += ["Queue data: ", f"max: {body.get('maxQueueIndex')}, min: {body.get('minQueueIndex')}", _LINE]
     for i, entry in enumerate(body.get("queueData") or [], args.index):
         fields = (f"physicOffset={entry.get('physicOffset')}, physicSize={entry.get('physicSize')}, "
-                  f"tagsCode={entry.get('tagsCode')}, extendDataJson='null', bitMap='null', eval=false, msg='null'")
+                  f"tagsCode={entry.get('tagsCode')}, extendDataJson='{_java(entry.get('extendDataJson'))}', "
+                  f"bitMap='{_java(entry.get('bitMap'))}', eval={str(bool(entry.get('eval'))).lower()}, "
+                  f"msg='{_java(entry.get('msg'))}'")
         out += [f"idx: {i}", "ConsumeQueueData{" + fields + "}", _LINE]
     if remark:
         out.append(remark)
@@ -50,3 +54,8 @@ async def query_cq(admin: MQAdminExt, args: argparse.Namespace) -> Result:
 
 
 _LINE = "======================================"
+
+
+def _java(value: object) -> str:
+    """A field as Java's string concatenation prints it (null for None)."""
+    return "null" if value is None else str(value)

@@ -222,7 +222,17 @@ class ConsumeQueue:
         return self.get_max_offset_in_queue() - self.get_min_offset_in_queue()
 
     def get_entry(self, index: int) -> tuple[int, int, int] | None:
-        """(commitlog offset, size, tags code) of entry ``index``, None when absent."""
+        """(commitlog offset, size, tags code) of entry ``index``, None when absent; an extension
+        address is resolved to its unit's tag code (left as it is when the unit is missing)."""
+        entry = self.get_raw_entry(index)
+        if entry is not None and entry[2] <= MAX_ADDR and self.ext is not None:
+            unit = self.ext.get(entry[2])
+            if unit is not None:
+                return entry[0], entry[1], unit.tags_code
+        return entry
+
+    def get_raw_entry(self, index: int) -> tuple[int, int, int] | None:
+        """Entry ``index`` as stored (the tag slot may hold an extension address)."""
         pos = index * CQ_STORE_UNIT_SIZE
         if index < 0 or pos < self.min_logic_offset:
             return None
@@ -232,12 +242,7 @@ class ConsumeQueue:
         rel = pos - mf.file_from_offset
         if rel + CQ_STORE_UNIT_SIZE > mf.wrote_position or not mf.available:
             return None
-        entry = CQ_ENTRY.unpack_from(mf.mm, rel)
-        if entry[2] <= MAX_ADDR and self.ext is not None:
-            unit = self.ext.get(entry[2])
-            if unit is not None:
-                return entry[0], entry[1], unit.tags_code
-        return entry
+        return CQ_ENTRY.unpack_from(mf.mm, rel)
 
     def get_index_buffer(self, start_index: int, max_entries: int) -> bytes | None:
         """Entries from ``start_index`` to the end of the written part of its segment."""

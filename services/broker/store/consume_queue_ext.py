@@ -164,20 +164,36 @@ class ConsumeQueueExt:
         mf.set_positions(self.mapped_file_size)
 
     def get(self, address: int) -> CqExtUnit | None:
-        """ConsumeQueueExt#get: the unit at ``address``, None when it is not there."""
-        if not is_ext_addr(address):
+        """ConsumeQueueExt#get: the unit at ``address``, None when it is not there. Runs for
+        every entry a pull scans with the extension on, so the segment lookup is inlined."""
+        if address > MAX_ADDR:
             return None
-        real = undecorate(address)
-        mf = self.mapped_file_queue.find_mapped_file_by_offset(real)
-        if mf is None:  # not upstream's "first file for offset 0": that would read another unit
+        real = address - LONG_MIN
+        files = self.mapped_file_queue.mapped_files
+        if not files:
             return None
-        pos = real % self.mapped_file_size
-        if pos >= mf.wrote_position or not mf.available:
+        seg = self.mapped_file_size
+        idx = real // seg - files[0].file_from_offset // seg
+        mf = files[idx] if 0 <= idx < len(files) else None
+        if mf is None or not mf.file_from_offset <= real < mf.file_from_offset + seg:
+            # not upstream's "first file for offset 0": that would read another unit
+            mf = self.mapped_file_queue.find_mapped_file_by_offset(real)
+            if mf is None:
+                return None
+        pos = real - mf.file_from_offset
+        if pos + MIN_EXT_UNIT_SIZE > mf.wrote_position or not mf.available:
             return None
         try:
-            return CqExtUnit.decode(mf.mm, pos)
+            size, tags_code, store_time, bit_map_size = _HEAD.unpack_from(mf.mm, pos)
+            if size < 1:
+                return None
+            if bit_map_size < 1:
+                return CqExtUnit(tags_code, store_time, None)
+            start = pos + MIN_EXT_UNIT_SIZE
+            bits = mf.mm[start:start + bit_map_size]
         except (ValueError, struct.error):  # unmapped meanwhile
             return None
+        return CqExtUnit(tags_code, store_time, bits) if len(bits) == bit_map_size else None
 
     def rollback(self, address: int) -> None:
         """Undo the put that returned ``address`` when it is still the last unit (its entry was
