@@ -39,6 +39,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "proxy-mode": ("orbitmq.bench.proxy_mode",
                    "single-message sends and the drain with proxyMode=cluster vs local, same run"),
     "sdk-pull": ("orbitmq.bench.sdk_pull", "SDK PullConsumer draining a backlog (msgs/s)"),
+    "sql-filter": ("orbitmq.broker.filter.bench",
+                   "SQL92 consumer matching 1 % of a backlog, ConsumeQueue extension + bloom bit maps off vs on"),
     "spark-read": ("orbitmq.bench.spark_read", "Spark streaming read draining a backlog vs the SDK PullConsumer"),
 }
 
