@@ -22,7 +22,8 @@ from orbitmq.proxy.workers import WORKER_METRICS, WORKER_READY, WORKER_STOP_TIME
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="orbitmq proxy", description="Start a RocketMQ 5 gRPC Proxy (cluster mode).")
+    p = argparse.ArgumentParser(prog="orbitmq proxy", description="Start a RocketMQ 5 gRPC Proxy: cluster mode, or local mode "
+                                "(-pm local -bc broker.conf) with the broker in this process.")
     p.add_argument("-c", "--config", help="proxy config file (key=value lines, RocketMQ's proxy key names)")
     p.add_argument("-n", "--namesrv-addr", help="NameServer list, e.g. 127.0.0.1:9876;host2:9876")
     p.add_argument("--port", type=int, help="gRPC listen port (grpcServerPort, default 8081)")
