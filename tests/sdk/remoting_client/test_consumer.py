@@ -261,6 +261,64 @@ async def test_orderly_keeps_queue_order_under_broker_locks(remoting_cluster: Re
     assert locked == set(queues[:2])
 
 
+async def test_orderly_consume_hooks_see_each_outcome(remoting_cluster: RemotingCluster) -> None:
+    """ConsumeMessageOrderlyService's hooks: the status, success flag and ConsumeReturnType of a
+    suspended batch, one the listener returned nothing for, one that raised, then the in-place
+    retries that succeed, in queue order."""
+    from orbitmq.remoting_client.consumer.hooks import CONSUME_CONTEXT_TYPE, ConsumeMessageContext
+
+    topic = remoting_cluster.create_topic(unique("OrderHook"), queues=1, brokers=["broker-a"])
+    group = remoting_cluster.create_group(unique("CG"), orderly=True)
+    seen: list[tuple[str, bytes, bool, str, str]] = []
+    tried: set[bytes] = set()
+
+    class Recorder:  # a ConsumeMessageHook
+        def hook_name(self) -> str:
+            return "recorder"
+
+        def consume_message_before(self, context: ConsumeMessageContext) -> None:
+            seen.extend(("before", m.body, context.success, context.status, "") for m in context.msg_list)
+
+        def consume_message_after(self, context: ConsumeMessageContext) -> None:
+            seen.extend(("after", m.body, context.success, context.status, context.props[CONSUME_CONTEXT_TYPE])
+                        for m in context.msg_list)
+
+    def listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus | None:
+        ctx.suspend_current_queue_time_millis = 100
+        body = msgs[0].body
+        first = body not in tried
+        tried.add(body)
+        if first and body == b"suspend":
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        if first and body == b"null":
+            return None
+        if first and body == b"raise":
+            raise RuntimeError("listener failure")
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = AsyncDefaultMQPushConsumer(group, client_config(remoting_cluster),
+                                          consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener, orderly=True)
+    consumer.register_consume_message_hook(Recorder())
+    await consumer.start()
+    try:
+        await send(remoting_cluster, topic, [b"suspend", b"null", b"raise", b"ok"])
+        await wait_for(lambda: sum(1 for s in seen if s[0] == "after") == 7, timeout=30, what="seven tries")
+    finally:
+        await consumer.shutdown()
+    retried = [("before", b"", False, "", ""), ("after", b"", True, "SUCCESS", "SUCCESS")]
+
+    def tries(body: bytes, first_after: tuple[bool, str, str]) -> list[tuple[str, bytes, bool, str, str]]:
+        return [("before", body, False, "", ""), ("after", body, *first_after),
+                *[(kind, body, *rest) for kind, _, *rest in retried]]
+
+    assert seen == [*tries(b"suspend", (False, "SUSPEND_CURRENT_QUEUE_A_MOMENT", "FAILED")),
+                    *tries(b"null", (False, "SUSPEND_CURRENT_QUEUE_A_MOMENT", "RETURNNULL")),
+                    *tries(b"raise", (False, "SUSPEND_CURRENT_QUEUE_A_MOMENT", "EXCEPTION")),
+                    ("before", b"ok", False, "", ""), ("after", b"ok", True, "SUCCESS", "SUCCESS")]
+
+
 async def test_broadcasting_local_offsets_resume(remoting_cluster: RemotingCluster, tmp_path: Path) -> None:
     topic = remoting_cluster.create_topic(unique("Bcast"))
     group = remoting_cluster.create_group(unique("CG"))

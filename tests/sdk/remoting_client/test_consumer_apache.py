@@ -21,6 +21,7 @@ from tests.sdk.remoting_client.test_consumer import (  # noqa: F401  (collected 
     test_lite_pull_assign_seek_and_auto_commit,
     test_lite_pull_subscribe_poll_and_commit,
     test_offset_illegal_is_corrected,
+    test_orderly_consume_hooks_see_each_outcome,
     test_orderly_keeps_queue_order_under_broker_locks,
     test_reconsume_later_retries_then_dead_letter,
     test_sync_lite_pull_wrapper,
