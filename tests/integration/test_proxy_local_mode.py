@@ -33,6 +33,7 @@ from orbitmq import AsyncProducer, AsyncSimpleConsumer, ClientConfig
 from orbitmq import Message as SdkMessage
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
+from orbitmq.proxy.receipt_handle import ReceiptHandle
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.interop import rawgrpc
 from tests.interop.harness import CLUSTER_BROKER_KEYS, Cluster, unique
@@ -317,3 +318,61 @@ async def test_consumer_status_and_consume_directly_reach_a_push_consumer(local_
         assert direct.returncode == 0, direct.stderr
         assert "consumeResult=CR_SUCCESS" in direct.stdout
         assert consumed == [receipt.message_id] * 2
+
+
+def _broker_of(message: pb.Message) -> str:
+    """The broker set a delivered message was popped from, as its receipt handle names it."""
+    return ReceiptHandle.decode(message.system_properties.receipt_handle).broker_name
+
+
+def test_two_brokers_each_with_a_local_proxy(procs: ProcessRunner, tmp_path) -> None:
+    """Two broker sets, each process running its proxy in local mode. A topic on both is sent to
+    and received from the proxy's own broker (LocalTopicRouteService's current view); a topic only
+    the other broker has is sent and popped over Remoting; a receipt handle is acked through either
+    proxy, the one of the other broker reaching it over Remoting (proxies stay interchangeable)."""
+    ns_port = free_port()
+    namesrv = f"127.0.0.1:{ns_port}"
+    procs.start("namesrv", [f"listenPort={ns_port}"], ready_port=ns_port, name="namesrv")
+    sets: dict[str, Cluster] = {}
+    for name in ("broker-a", "broker-b"):
+        broker_port = free_port_pair()
+        conf = write_broker_conf(tmp_path / f"{name}.conf", broker_port, tmp_path / name, namesrvAddr=namesrv,
+                                 brokerName=name, **CLUSTER_BROKER_KEYS)
+        port = free_port()
+        procs.start("proxy", ["-pm", "local", "-bc", str(conf), "-n", namesrv, "--port", str(port),
+                              "remotingListenPort=0"],
+                    ready_port=port, ready_text="local mode with broker", name=f"{name}-with-proxy")
+        sets[name] = Cluster(procs, namesrv, f"127.0.0.1:{broker_port}", [f"127.0.0.1:{port}"])
+    a, b = sets["broker-a"], sets["broker-b"]
+    both, only_b = unique("BothT"), unique("OnlyBT")
+    a.create_topic(both)
+    b.create_topic(both)
+    b.create_topic(only_b)
+    group = unique("TwoG")
+    a.create_group(group)
+    b.create_group(group)
+
+    def received(stub, topic: str, count: int) -> list[pb.Message]:
+        got: list[pb.Message] = []
+        deadline = time.monotonic() + 20
+        while len(got) < count and time.monotonic() < deadline:
+            got += rawgrpc.receive(stub, topic, group, polling_ms=1000)[1]
+        return got
+
+    ch_a, stub_a = a.stub()
+    ch_b, stub_b = b.stub()
+    with ch_a, ch_b:
+        for topic, count in ((both, 8), (only_b, 4)):
+            resp = rawgrpc.send(stub_a, *(rawgrpc.message(topic, f"{topic}-{i}".encode()) for i in range(count)))
+            assert resp.status.code == Code.OK, resp
+        on_both = received(stub_a, both, 8)
+        assert len(on_both) == 8
+        assert {_broker_of(m) for m in on_both} == {"broker-a"}
+        on_b = received(stub_a, only_b, 4)
+        assert len(on_b) == 4
+        assert {_broker_of(m) for m in on_b} == {"broker-b"}
+        # broker-a's handles through broker-b's proxy, broker-b's through broker-a's
+        acked = rawgrpc.ack(stub_b, both, group, *on_both)
+        assert [e.status.code for e in acked.entries] == [Code.OK] * 8, acked
+        acked = rawgrpc.ack(stub_a, only_b, group, *on_b)
+        assert [e.status.code for e in acked.entries] == [Code.OK] * 4, acked
