@@ -42,6 +42,7 @@ from orbitmq.remoting.protocol import RPC_ONEWAY, RPC_TYPE_RESPONSE, RemotingCom
 log = logging.getLogger("orbitmq.proxy.local")
 
 CloseListener = Callable[[Any], Any]
+_listener_tasks: set[asyncio.Future[Any]] = set()
 
 
 def _as_received(cmd: RemotingCommand, flag: int) -> RemotingCommand:
@@ -65,6 +66,9 @@ def _as_received(cmd: RemotingCommand, flag: int) -> RemotingCommand:
 class LocalChannel:
     """One end of an in-process Remoting connection (upstream SimpleChannel): requests invoked on
     it run on the other end's processor table, with the other end as the channel they came on."""
+
+    # whether requests arriving at this end run within their caller's timeout (the proxy's end)
+    bounded = False
 
     def __init__(self, processors: ProcessorTable, local_address: str, remote_address: str) -> None:
         self._processors = processors  # what runs the requests arriving at this end
@@ -114,9 +118,6 @@ class LocalChannel:
         answer.serialize_type = request.serialize_type
         return answer
 
-    # whether requests arriving at this end run within their caller's timeout (the proxy's end)
-    bounded = False
-
     async def invoke_oneway(self, request: RemotingCommand) -> None:
         """Runs on the peer in a task of its own: the caller does not wait for it."""
         peer = self.peer
@@ -152,7 +153,9 @@ class LocalChannel:
         try:
             result = listener(self)
             if inspect.isawaitable(result):
-                asyncio.ensure_future(result)
+                task = asyncio.ensure_future(result)
+                _listener_tasks.add(task)  # a reference until it ends
+                task.add_done_callback(_listener_tasks.discard)
         except Exception:
             log.exception("close listener failed for %s", self)
 
