@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +30,7 @@ from orbitmq.remoting_client.consumer import (
     ConsumeConcurrentlyStatus,
 )
 from orbitmq.remoting_client.producer.producer import AsyncDefaultMQProducer
-from tests.sdk.remoting_client.cluster import RemotingCluster, start_remoting_cluster, unique
+from tests.sdk.remoting_client.cluster import RemotingCluster, serve_cluster, start_remoting_cluster, unique
 from tests.support import jvm
 
 pytestmark = pytest.mark.timeout(300)
@@ -108,13 +107,7 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: s
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemotingCluster]:
     cluster = start_remoting_cluster(tmp_path_factory.mktemp("java-python-remoting"))
-    try:
-        yield cluster
-    finally:
-        failed = request.session.testsfailed
-        cluster.runner.stop_all()
-        if failed:
-            print("\n===== cluster logs =====\n" + cluster.runner.report(), file=sys.stderr)
+    yield from serve_cluster(request, cluster, "cluster")
 
 
 @pytest.fixture(scope="module")

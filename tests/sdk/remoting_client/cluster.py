@@ -9,10 +9,13 @@ broker, ACL or TLS).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+import pytest
 
 from orbitmq.client import MQClientAPI
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
@@ -147,3 +150,20 @@ def start_apache_cluster(workdir: Path, brokers: tuple[str, ...] = ("broker-a", 
     except BaseException:
         runner.stop_all()
         raise
+
+
+def serve_cluster(request: pytest.FixtureRequest, cluster: RemotingCluster, title: str = "remoting cluster",
+                  kill: bool = False) -> Iterator[RemotingCluster]:
+    """A module fixture's body: yield the cluster, stop it, and print its logs when a test failed.
+    ``kill``: SIGKILL first (a throw-away store: spares Apache's JVMs their 6 s shutdowns)."""
+    try:
+        yield cluster
+    finally:
+        failed = request.session.testsfailed
+        if kill:
+            for proc in cluster.processes.values():
+                if proc.is_running():
+                    proc.kill()
+        cluster.runner.stop_all()
+        if failed:
+            print(f"\n===== {title} logs =====\n" + cluster.runner.report(), file=sys.stderr)

@@ -4,12 +4,11 @@ OrbitMQ-only ones. The module's ``remoting_cluster`` fixture overrides conftest.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 
 import pytest
 
-from tests.sdk.remoting_client.cluster import RemotingCluster, start_apache_cluster
+from tests.sdk.remoting_client.cluster import RemotingCluster, serve_cluster, start_apache_cluster
 from tests.sdk.remoting_client.test_consumer import (  # noqa: F401  (collected here against Apache)
     test_broadcasting_local_offsets_resume,
     test_compressed_bodies_arrive_inflated,
@@ -38,13 +37,4 @@ pytestmark = pytest.mark.xdist_group("test_consumer_apache")
 def remoting_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                      ) -> Iterator[RemotingCluster]:
     cluster = start_apache_cluster(tmp_path_factory.mktemp("remoting-consumer-apache"))
-    try:
-        yield cluster
-    finally:
-        failed = request.session.testsfailed
-        for proc in cluster.processes.values():  # a throw-away store: SIGKILL spares the JVMs' 6 s shutdowns
-            if proc.is_running():
-                proc.kill()
-        cluster.runner.stop_all()
-        if failed:
-            print("\n===== Apache cluster logs =====\n" + cluster.runner.report(), file=sys.stderr)
+    yield from serve_cluster(request, cluster, "Apache cluster", kill=True)

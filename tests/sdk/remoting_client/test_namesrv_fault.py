@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import sys
 import time
 from collections.abc import Iterator
 
@@ -25,20 +24,14 @@ from orbitmq.remoting_client.consumer import (
     ConsumeConcurrentlyStatus,
 )
 from orbitmq.remoting_client.producer.producer import AsyncDefaultMQProducer
-from tests.sdk.remoting_client.cluster import RemotingCluster, start_remoting_cluster, unique
+from tests.sdk.remoting_client.cluster import RemotingCluster, serve_cluster, start_remoting_cluster, unique
 from tests.support.services import NAMESRV_BOOT_TEXT
 
 
 @pytest.fixture(scope="module")
 def ns_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemotingCluster]:
     cluster = start_remoting_cluster(tmp_path_factory.mktemp("remoting-ns-fault"), registerNameServerPeriod="1000")
-    try:
-        yield cluster
-    finally:
-        failed = request.session.testsfailed
-        cluster.runner.stop_all()
-        if failed:
-            print("\n===== remoting cluster logs =====\n" + cluster.runner.report(), file=sys.stderr)
+    yield from serve_cluster(request, cluster)
 
 
 async def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:  # noqa: ANN001, ASYNC109
