@@ -110,6 +110,12 @@ async def test_sql92_pulls_prematched_by_bloom_filter_with_retry_and_restart(bro
     assert len(tags) == 100 and all(t <= MAX_ADDR for t in tags)
     assert (store / "consumequeue_ext" / TOPIC / "0" / ("0" * 20)).stat().st_size == 48 * 1024 * 1024
 
+    # POP reads the same queue (its filter has no bloom data, as upstream's): SQL92 and TAG
+    assert sorted(int(m.properties["i"]) for m in await pop_all(api, addr, "CG_POP_SQL", EXPR, "SQL92")) == \
+        [i for i in range(100) if i % 10 == 3]
+    assert len(await pop_all(api, addr, "CG_POP_TAG", "t", "TAG")) == 100
+    assert await pop_all(api, addr, "CG_POP_NONE", "other", "TAG") == []
+
     # QUERY_CONSUME_QUEUE (mqadmin queryCq -g): the units, their bit maps and the bloom verdicts
     response = await api.call(addr, RequestCode.QUERY_CONSUME_QUEUE, {
         "topic": TOPIC, "queueId": "0", "index": "0", "count": "20", "consumerGroup": GROUP})
@@ -145,6 +151,20 @@ async def test_sql92_pulls_prematched_by_bloom_filter_with_retry_and_restart(bro
     tags = cq_tags(store, TOPIC)
     assert len(tags) == 150 and all(t <= MAX_ADDR for t in tags)
     assert [m.properties["i"] for m in await drain(api, addr, RETRY, version)] == [retried[0].properties["i"]]
+
+
+async def pop_all(api: MQClientAPI, addr: str, group: str, exp: str, exp_type: str) -> list:
+    """POP queue 0 of TOPIC from the start until it answers nothing (invisible for a minute)."""
+    got = []
+    for _ in range(50):
+        header = h.PopMessageRequestHeader(consumer_group=group, topic=TOPIC, queue_id=0, max_msg_nums=32,
+                                           invisible_time=60_000, poll_time=0, born_time=int(time.time() * 1000),
+                                           init_mode=0, exp_type=exp_type, exp=exp)
+        result = await api.pop_message(addr, BROKER_NAME, header)
+        if not result.messages:
+            return got
+        got.extend(result.messages)
+    raise AssertionError("pop did not end")
 
 
 async def _all_messages(api: MQClientAPI, addr: str) -> list:
