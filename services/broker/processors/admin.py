@@ -194,8 +194,7 @@ class AdminBrokerProcessor:
         (group -> topics with an offset) and pullOffsetTable."""
         manager = self.broker.consumer_offset_manager
         content = manager.encode_json()
-        with manager._lock:
-            pull = {key: {str(q): o for q, o in table.items()} for key, table in manager.pull_offset_table.items()}
+        pull = manager.pull_offset_snapshot()
         group_topics: dict[str, set[str]] = {}
         for key in content.get("offsetTable") or {}:
             topic, sep, group = str(key).partition("@")

@@ -108,6 +108,11 @@ class ConsumerOffsetManager(JsonConfigManager):
         with self._lock:
             return {tg[1] for k in self.offset_table if (tg := split_key(k)) is not None and tg[0] == topic}
 
+    def pull_offset_snapshot(self) -> dict[str, dict[str, int]]:
+        """pullOffsetTable as ConsumerOffsetManager's getter shows it (queue ids as JSON keys)."""
+        with self._lock:
+            return {key: {str(q): o for q, o in table.items()} for key, table in self.pull_offset_table.items()}
+
     def commit_pull_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         with self._lock:
             self.pull_offset_table.setdefault(offset_key(topic, group), {})[queue_id] = offset

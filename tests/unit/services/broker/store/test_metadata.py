@@ -287,3 +287,13 @@ async def test_stale_snapshot_never_overwrites_newer(tmp_path):
     m.persist()
     m._write(*old)  # the older snapshot's writer lost the race
     assert _read(m.path)["offsetTable"] == {"T@g": {"0": 2}}
+
+
+def test_pull_offset_snapshot_is_a_copy_with_string_queue_ids(tmp_path) -> None:
+    m = ConsumerOffsetManager(str(tmp_path))
+    m.commit_pull_offset("G", "T", 2, 17)
+    snapshot = m.pull_offset_snapshot()
+    assert snapshot == {"T@G": {"2": 17}}
+    m.commit_pull_offset("G", "T", 2, 18)
+    assert snapshot == {"T@G": {"2": 17}}  # not a view of the live table
+    assert m.query_pull_offset("G", "T", 2) == 18
