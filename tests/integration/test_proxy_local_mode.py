@@ -376,3 +376,16 @@ def test_two_brokers_each_with_a_local_proxy(procs: ProcessRunner, tmp_path) -> 
         assert [e.status.code for e in acked.entries] == [Code.OK] * 8, acked
         acked = rawgrpc.ack(stub_a, only_b, group, *on_b)
         assert [e.status.code for e in acked.entries] == [Code.OK] * 4, acked
+
+
+def test_bench_proxy_mode_measures_every_mode_in_one_run() -> None:
+    """`orbitmq bench proxy-mode`: sends and the drain in each mode, medians and ratios."""
+    run = subprocess.run([sys.executable, "-m", "orbitmq", "bench", "proxy-mode", "-d", "0.5", "-n", "200", "-r", "1",
+                          "-w", "4", "--json"], capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert set(summary["medians"]) == {"cluster", "cluster-1p", "local"}
+    for mode, (result,) in summary["runs"].items():
+        assert result["send"]["messages"] > 0 and result["send"]["errors"] == 0, mode
+        drained = result["drain"]
+        assert (drained["received"], drained["missing"], drained["duplicates"]) == (200, 0, 0), mode
