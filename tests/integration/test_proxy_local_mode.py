@@ -389,3 +389,51 @@ def test_bench_proxy_mode_measures_every_mode_in_one_run() -> None:
         assert result["send"]["messages"] > 0 and result["send"]["errors"] == 0, mode
         drained = result["drain"]
         assert (drained["received"], drained["missing"], drained["duplicates"]) == (200, 0, 0), mode
+
+
+def test_acl_through_a_local_mode_proxy(procs: ProcessRunner, tmp_path) -> None:
+    """ACL 2.0 on both: the proxy checks its clients as in cluster mode, and its own in-process
+    calls, signed with the inner credentials, pass the broker's guard."""
+    from tests.interop.test_auth import ADMIN, INNER, AuthCluster, entry
+
+    inner = json.dumps(INNER)
+    init_user = json.dumps({"username": ADMIN[0], "password": ADMIN[1]})
+    ns_port = free_port()
+    namesrv = f"127.0.0.1:{ns_port}"
+    procs.start("namesrv", [f"listenPort={ns_port}", "authenticationEnabled=true",
+                            f"initAuthenticationUser={init_user}", f"innerClientAuthenticationCredentials={inner}"],
+                ready_port=ns_port, name="namesrv")
+    broker_port = free_port_pair()
+    conf = write_broker_conf(tmp_path / "broker.conf", broker_port, tmp_path / "store", namesrvAddr=namesrv,
+                             **CLUSTER_BROKER_KEYS, authenticationEnabled="true", authorizationEnabled="true",
+                             initAuthenticationUser=init_user, innerClientAuthenticationCredentials=inner)
+    port = free_port()
+    procs.start("proxy", ["-pm", "local", "-bc", str(conf), "-n", namesrv, "--port", str(port),
+                          "authenticationEnabled=true", "authorizationEnabled=true",
+                          f"innerClientAuthenticationCredentials={inner}", "userCacheRefreshSecond=1",
+                          "aclCacheRefreshSecond=1", "grpcClientConsumerMinLongPollingTimeoutMillis=1000",
+                          "minInvisibleTimeMillsForRecv=1000"],
+                ready_port=port, ready_text="local mode with broker", name="broker-with-local-proxy")
+    c = AuthCluster(procs, namesrv, f"127.0.0.1:{broker_port}", f"127.0.0.1:{port}")
+    topic = c.topic(unique("LocalAclT"))
+    group = c.group(unique("LocalAclG"))
+    c.user("frank", "frank-pw", [entry(f"Topic:{topic}", ["Pub"])])
+    channel, stub = Cluster(procs, namesrv, c.broker, [c.proxy]).stub()
+    with channel:
+        def signed(ak: str, sk: str) -> list[tuple[str, str]]:
+            from orbitmq.auth.signature import grpc_auth_headers
+            return rawgrpc.metadata() + grpc_auth_headers(ak, sk)
+
+        assert rawgrpc.send(stub, rawgrpc.message(topic), md=rawgrpc.metadata()).status.code == Code.UNAUTHORIZED
+        deadline = time.monotonic() + 10
+        while True:  # the proxy's user cache refreshes every second
+            status = rawgrpc.send(stub, rawgrpc.message(topic, b"from frank"), md=signed("frank", "frank-pw")).status
+            if status.code == Code.OK or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert status.code == Code.OK, status
+        status, _, _ = rawgrpc.receive(stub, topic, group, md=signed("frank", "frank-pw"), polling_ms=1000)
+        assert status is not None and status.code == Code.UNAUTHORIZED and "Sub" in status.message
+        status, got, _ = rawgrpc.receive(stub, topic, group, md=signed(*ADMIN), polling_ms=1000)
+        assert [m.body for m in got] == [b"from frank"], status
+        assert rawgrpc.ack(stub, topic, group, *got, md=signed(*ADMIN)).status.code == Code.OK
