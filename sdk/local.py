@@ -7,7 +7,9 @@ by default so that it and the proxy each get a core (one event loop is one core 
 reverse order, so the broker flushes and persists its offsets before the command exits. The
 child watches a pipe from the parent and shuts itself down when the parent disappears.
 ``--pin-cpus`` (opt-in) keeps the parent on the first allowed CPU and the broker child on the
-second, so the two busy event loops stop migrating between cores.
+second, so the two busy event loops stop migrating between cores. ``--proxy-mode local`` runs the
+proxy in the broker's process, calling its processors directly (services/proxy/local.py): all
+three on one event loop, as ``--one-process``, without the Remoting hop between proxy and broker.
 """
 
 from __future__ import annotations
