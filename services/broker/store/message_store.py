@@ -683,6 +683,10 @@ class MessageStore:
         max_phy_offset_pulling = 0
         n = 0
         count = len(buf) // CQ_STORE_UNIT_SIZE
+        # With the ConsumeQueue extension: its unit reader, and the filter's check of a unit
+        # (bound once: they run for every entry scanned).
+        ext_get = cq.ext.get if cq.ext is not None else None
+        by_ext = getattr(message_filter, "is_matched_by_consume_queue_ext", None)
         for n, (offset_py, size_py, tags_code) in enumerate(CQ_ENTRY.iter_unpack(buf)):  # noqa: B007
             if is_blank_entry(offset_py, size_py):
                 continue
@@ -696,9 +700,10 @@ class MessageStore:
             if tags_code <= MAX_ADDR:
                 # an extension address (enableConsumeQueueExt): the unit's tag code, and its
                 # bit map for the SQL92 bloom check (DefaultMessageStore#getMessage via CqUnit)
-                valid_tags, unit = cq.resolve_tags_code(tags_code)
+                # (ConsumeQueue.resolve_tags_code, inlined)
+                unit = ext_get(tags_code) if ext_get is not None else None
+                valid_tags = unit.tags_code if unit is not None else None
                 if message_filter is not None:
-                    by_ext = getattr(message_filter, "is_matched_by_consume_queue_ext", None)
                     matched = (by_ext(valid_tags, unit) if by_ext is not None
                                else message_filter.is_matched_by_consume_queue(valid_tags))
                     if not matched:
