@@ -152,6 +152,19 @@ async def test_sql92_pulls_prematched_by_bloom_filter_with_retry_and_restart(bro
     assert len(tags) == 150 and all(t <= MAX_ADDR for t in tags)
     assert [m.properties["i"] for m in await drain(api, addr, RETRY, version)] == [retried[0].properties["i"]]
 
+    # kill -9: recovery of an abort-marked store keeps every entry and its unit
+    cluster.broker.kill()
+    assert (store / "abort").exists()
+    await cluster.start_broker()
+    await heartbeat(api, addr, version)
+    got = await drain(api, addr, TOPIC, version)
+    assert sorted(int(m.properties["i"]) for m in got) == [i for i in range(150) if i % 10 == 3]
+    await send(api, addr, 150, 10)
+    await wait_max_offset(api, addr, TOPIC, 160)
+    got = await drain(api, addr, TOPIC, version)
+    assert sorted(int(m.properties["i"]) for m in got) == [i for i in range(160) if i % 10 == 3]
+    assert all(t <= MAX_ADDR for t in cq_tags(store, TOPIC))
+
 
 async def pop_all(api: MQClientAPI, addr: str, group: str, exp: str, exp_type: str) -> list:
     """POP queue 0 of TOPIC from the start until it answers nothing (invisible for a minute)."""
