@@ -255,10 +255,12 @@ class BrokerController:
         self.message_store = MessageStore(self.store_config, store_host=store_host,
                                           enable_controller_mode=self.config.enable_controller_mode)
         self.message_store.add_arrival_listener(self.pull_request_hold_service.arrival_listener)
-        if self.config.enable_calc_filter_bit_map:
+        if self.config.enable_calc_filter_bit_map or self.store_config.enable_consume_queue_ext:
             from orbitmq.broker.filter import CommitLogDispatcherCalcBitMap
 
-            # BrokerController: getDispatcherList().addFirst(new CommitLogDispatcherCalcBitMap(..))
+            # BrokerController: getDispatcherList().addFirst(new CommitLogDispatcherCalcBitMap(..)),
+            # which checks enableCalcFilterBitMap per record (updateBrokerConfig may turn it on);
+            # left out when neither key is on, so the default dispatch pays nothing for it
             self.message_store.add_first_dispatcher(CommitLogDispatcherCalcBitMap(
                 self.consumer_filter_manager, lambda: self.config.enable_calc_filter_bit_map))
         await self.message_store.start()
