@@ -146,3 +146,22 @@ async def test_force_register_false_asks_the_data_version_first(
     # the next period sends it the whole table.
     await _start_namesrv_on(procs, late_port)
     await _wait_routed(mq_api, late, ["AskFirst", "TBW102"])
+
+
+async def test_a_refused_increment_falls_back_to_the_whole_table(
+        procs: ProcessRunner, tmp_path: Path, broker_cluster, mq_api: MQClientAPI) -> None:
+    late_port = free_port()
+    late = f"127.0.0.1:{late_port}"
+    cluster: BrokerCluster = await broker_cluster(registerNameServerPeriod=600_000)
+    text = cluster.conf.read_text().replace(f"namesrvAddr={cluster.namesrv}",
+                                            f"namesrvAddr={cluster.namesrv};{late}")
+    cluster.conf.write_text(text)
+    await cluster.stop_broker()
+    await cluster.start_broker()
+    await mq_api.create_topic(cluster.addr, TopicConfig("Before", read_queue_nums=2, write_queue_nums=2))
+    # The late NameServer has never seen the broker and no periodic registration comes: it
+    # refuses the one-topic increment (RouteInfoManager#registerBroker), and the broker answers
+    # that with the whole table at once.
+    await _start_namesrv_on(procs, late_port)
+    await mq_api.create_topic(cluster.addr, TopicConfig("Trigger", read_queue_nums=2, write_queue_nums=2))
+    await _wait_routed(mq_api, late, ["Trigger", "Before", "TBW102"], timeout=15)
