@@ -51,8 +51,16 @@ def subscriptions(version: int) -> list[SubscriptionData]:
             SubscriptionData(topic=RETRY, sub_string="TRUE", expression_type="SQL92", sub_version=version)]
 
 
+# A second group on the topic (other bloom positions), on the TAGS and MSG_REGION the
+# producer and the broker stamp: the bit maps are computed from exactly what is stored.
+GROUP2 = "CG_SQL_BLOOM_2"
+EXPR2 = "TAGS = 't' AND MSG_REGION IS NOT NULL AND i >= 95"
+
+
 async def heartbeat(api: MQClientAPI, addr: str, version: int) -> None:
-    await api.heartbeat(addr, "bloom-client@1", consumers=[ConsumerData(GROUP, subscriptions(version))])
+    second = SubscriptionData(topic=TOPIC, sub_string=EXPR2, expression_type="SQL92", sub_version=version)
+    await api.heartbeat(addr, "bloom-client@1", consumers=[ConsumerData(GROUP, subscriptions(version)),
+                                                          ConsumerData(GROUP2, [second])])
 
 
 async def send(api: MQClientAPI, addr: str, start: int, count: int) -> None:
@@ -61,11 +69,11 @@ async def send(api: MQClientAPI, addr: str, start: int, count: int) -> None:
         await api.send_message(addr, BROKER_NAME, msg, "PG_BLOOM", 0)
 
 
-async def drain(api: MQClientAPI, addr: str, topic: str, version: int) -> list:
+async def drain(api: MQClientAPI, addr: str, topic: str, version: int, group: str = GROUP) -> list:
     """Every message pulled from queue 0 with the heartbeat's subscription (no FLAG_SUBSCRIPTION)."""
     got, offset = [], 0
     for _ in range(1000):
-        header = h.PullMessageRequestHeader(consumer_group=GROUP, topic=topic, queue_id=0, queue_offset=offset,
+        header = h.PullMessageRequestHeader(consumer_group=group, topic=topic, queue_id=0, queue_offset=offset,
                                             max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0,
                                             subscription=None, sub_version=version)
         result = await api.pull_message(addr, header)
@@ -105,6 +113,8 @@ async def test_sql92_pulls_prematched_by_bloom_filter_with_retry_and_restart(bro
 
     got = await drain(api, addr, TOPIC, version)
     assert sorted(int(m.properties["i"]) for m in got) == [i for i in range(100) if i % 10 == 3]
+    assert sorted(int(m.properties["i"]) for m in await drain(api, addr, TOPIC, version, GROUP2)) == \
+        list(range(95, 100))
     # every entry of the queue file points to an extension unit (upstream's address encoding)
     tags = cq_tags(store, TOPIC)
     assert len(tags) == 100 and all(t <= MAX_ADDR for t in tags)
