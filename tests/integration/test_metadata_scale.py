@@ -165,3 +165,40 @@ async def test_a_refused_increment_falls_back_to_the_whole_table(
     await _start_namesrv_on(procs, late_port)
     await mq_api.create_topic(cluster.addr, TopicConfig("Trigger", read_queue_nums=2, write_queue_nums=2))
     await _wait_routed(mq_api, late, ["Trigger", "Before", "TBW102"], timeout=15)
+
+
+async def test_every_acknowledged_concurrent_create_survives_kill_9(
+        procs: ProcessRunner, tmp_path: Path, broker_cluster) -> None:
+    cluster: BrokerCluster = await broker_cluster(registerNameServerPeriod=600_000)
+    acknowledged: list[str] = []
+    enough = asyncio.Event()
+    apis = [MQClientAPI(timeout=5.0) for _ in range(8)]
+
+    async def creator(api: MQClientAPI, worker: int) -> None:
+        for i in range(1000):
+            name = f"Concurrent-{worker}-{i}"
+            try:
+                await api.create_topic(cluster.addr, TopicConfig(name, read_queue_nums=2, write_queue_nums=2))
+            except Exception:
+                return  # the broker died under it: not acknowledged
+            acknowledged.append(name)
+            if len(acknowledged) >= 300:
+                enough.set()
+
+    tasks = [asyncio.create_task(creator(api, w)) for w, api in enumerate(apis)]
+    try:
+        await asyncio.wait_for(enough.wait(), 60)
+        assert cluster.broker is not None
+        cluster.broker.kill()  # creates still in flight on the other connections
+        await asyncio.gather(*tasks)
+    finally:
+        for api in apis:
+            await api.close()
+    await cluster.start_broker()
+    api = MQClientAPI(timeout=5.0)
+    try:
+        names = await _all_topics(api, cluster.addr)
+    finally:
+        await api.close()
+    lost = [name for name in acknowledged if name not in names]
+    assert not lost, f"{len(lost)} acknowledged creates lost, e.g. {lost[:5]}"
