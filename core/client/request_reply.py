@@ -24,6 +24,7 @@ from typing import Any
 from orbitmq.client.api import MQClientAPI, ProducerData
 from orbitmq.client.errors import MQClientError
 from orbitmq.client.results import SendResult
+from orbitmq.common.compression import decompress_by_sys_flag
 from orbitmq.common.message import Message, MessageConst, MessageExt, string_to_properties
 from orbitmq.common.message_id import create_uniq_id
 from orbitmq.common.sysflag import COMPRESSED_FLAG
@@ -133,7 +134,7 @@ def decode_push_reply(request: RemotingCommand) -> MessageExt:
         sys_flag = int(fields.get("sysFlag") or 0)
         body = bytes(request.body or b"")
         if sys_flag & COMPRESSED_FLAG:
-            body = zlib.decompress(body)
+            body = decompress_by_sys_flag(body, sys_flag)  # the replier's compressType
         props = string_to_properties(fields.get("properties"))
         props[MessageConst.REPLY_MESSAGE_ARRIVE_TIME] = str(int(time.time() * 1000))
         return MessageExt(

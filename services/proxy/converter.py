@@ -4,17 +4,19 @@ Inbound (SendMessageActivity.buildMessageProperty): user properties, tag, keys, 
 system_properties.message_id, delay as TIMER_DELIVER_MS (or a DELAY level), message group as
 the sharding key, born host/timestamp. Outbound (GrpcConverter.buildMessage): system properties
 rebuilt from the stored message's properties, MD5 body digest, delivery attempt =
-reconsumeTimes + 1.
+reconsumeTimes + 1. A zlib body goes out as Encoding.GZIP, an LZ4 or ZSTD one inflated.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 
 from orbitmq.common import speedups, sysflag
+from orbitmq.common.compression import CompressionError, decompress_by_sys_flag
 from orbitmq.common.constants import is_retry_topic
 from orbitmq.common.message import (
     NAME_VALUE_SEPARATOR,
@@ -30,6 +32,8 @@ from orbitmq.proto.pool import Timestamp
 from orbitmq.proxy import validation
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.errors import ProxyError
+
+log = logging.getLogger(__name__)
 
 Code = pb.Code
 # Enum values looked up once: protobuf's enum wrapper attribute access is slow on hot paths.
@@ -425,6 +429,9 @@ def message_type_of_request(message: pb.Message) -> int:
 
 
 _COMPRESSED = sysflag.COMPRESSED_FLAG
+_COMPRESSION_TYPE = sysflag.COMPRESSION_TYPE_COMPARATOR
+_ZLIB_TYPES = (0, sysflag.COMPRESSION_ZLIB_TYPE)  # no type bits: a 4.x producer's zlib
+_decompress_by_sys_flag = decompress_by_sys_flag
 _RETRY_TOPIC = MessageConst.RETRY_TOPIC
 _POP_CK = MessageConst.POP_CK
 _TIMER_DELAY_SEC = MessageConst.TIMER_DELAY_SEC
@@ -467,6 +474,18 @@ def fill_proto_message(message: pb.Message, msg: MessageExt, topic: str | None =
     if topic is None and is_retry_topic(name):
         name = get(_RETRY_TOPIC, name)
     body = msg.body
+    sys_flag = msg.sys_flag
+    encoding = IDENTITY
+    if sys_flag & _COMPRESSED:
+        if sys_flag & _COMPRESSION_TYPE in _ZLIB_TYPES:
+            encoding = GZIP  # Encoding.GZIP is zlib's stream: the client inflates it
+        else:
+            # LZ4 and ZSTD have no gRPC Encoding: inflated here, as upstream's proxy inflates
+            # every body (MessageDecoder#decodesBatch with deCompressBody).
+            try:
+                body = _decompress_by_sys_flag(body, sys_flag)
+            except CompressionError as exc:  # delivered as stored rather than failing the batch
+                log.warning("message %s of %s: body sent as stored (%s)", msg.msg_id, msg.topic, exc)
     message.body = body
     user = {k: v for k, v in props.items() if k not in _NOT_USER_PROPERTIES}
     if user:
@@ -489,7 +508,7 @@ def fill_proto_message(message: pb.Message, msg: MessageExt, topic: str | None =
     digest = sysp.body_digest
     digest.type = MD5
     digest.checksum = _md5(body).hexdigest().upper()
-    sysp.body_encoding = GZIP if msg.sys_flag & _COMPRESSED == _COMPRESSED else IDENTITY
+    sysp.body_encoding = encoding
     # message_type_of, inlined.
     if get(_TRANSACTION_PREPARED) == "true":
         sysp.message_type = TRANSACTION

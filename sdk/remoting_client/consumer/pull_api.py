@@ -5,37 +5,29 @@ inflated as the client's MessageDecoder#decode does."""
 from __future__ import annotations
 
 import logging
-import zlib
 from typing import Any
 
 from orbitmq.client.api import MessageQueueRef
 from orbitmq.client.errors import MQClientError
 from orbitmq.client.results import PullResult, PullStatus
 from orbitmq.common import sysflag
+from orbitmq.common.compression import CompressionError, decompress_by_sys_flag
 from orbitmq.common.filter.subscription import ExpressionType, SubscriptionData
 from orbitmq.common.message import MessageConst, MessageExt
 from orbitmq.remoting import headers as h
 
 log = logging.getLogger(__name__)
 MASTER_ID = 0
-# CompressionType#findByValue: 0 (a 4.x producer, no type bits) and 3 are zlib
-_ZLIB_TYPES = (0, sysflag.COMPRESSION_ZLIB_TYPE)
-
-
 def inflate_body(msg: MessageExt) -> None:
-    """MessageDecoder#decode with deCompressBody: a COMPRESSED_FLAG body is inflated and the flag
-    cleared. LZ4 and ZSTD (no codec here) stay compressed with the flag set, and a warning is logged."""
+    """MessageDecoder#decode with deCompressBody: a COMPRESSED_FLAG body is inflated with the codec
+    its sysFlag names (zlib, LZ4, ZSTD; orbitmq.common.compression) and the flag cleared. A body
+    that does not decode is kept as stored, flag set, and a warning logged."""
     if not msg.sys_flag & sysflag.COMPRESSED_FLAG:
         return
-    kind = msg.sys_flag & sysflag.COMPRESSION_TYPE_COMPARATOR
-    if kind not in _ZLIB_TYPES:
-        log.warning("message %s of %s is compressed with type %d, which this client cannot inflate",
-                    msg.uniq_id_or_msg_id, msg.topic, kind >> 8)
-        return
     try:
-        msg.body = zlib.decompress(msg.body)
-    except zlib.error as exc:
-        log.warning("message %s of %s: corrupt zlib body kept as stored (%s)", msg.uniq_id_or_msg_id, msg.topic, exc)
+        msg.body = decompress_by_sys_flag(msg.body, msg.sys_flag)
+    except CompressionError as exc:
+        log.warning("message %s of %s: body kept as stored (%s)", msg.uniq_id_or_msg_id, msg.topic, exc)
         return
     msg.sys_flag = sysflag.clear_compressed_flag(msg.sys_flag)
 

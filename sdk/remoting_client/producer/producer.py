@@ -6,8 +6,9 @@ and with sendLatencyFaultEnable the groups that were slow or failed recently), a
 send is retried retryTimesWhenSendFailed times (on the response codes upstream retries, on
 transport errors, and on a non-SEND_OK status with retryAnotherBrokerWhenNotStoreOK), an
 asynchronous one retryTimesWhenSendAsyncFailed times on transport errors. Bodies of
-compressMsgBodyOverHowmuch bytes and more travel zlib-compressed with COMPRESSED_FLAG and the
-ZLIB compression type in sysFlag; bodies over maxMessageSize are refused before any request.
+compressMsgBodyOverHowmuch bytes and more travel compressed with the producer's compressType
+(ZLIB by default, LZ4 or ZSTD), COMPRESSED_FLAG and the type's bits in sysFlag; bodies over
+maxMessageSize are refused before any request.
 
 ``AsyncDefaultMQProducer`` is the asyncio class; ``DefaultMQProducer`` wraps it for threads.
 """
@@ -20,7 +21,6 @@ import dataclasses
 import logging
 import time
 import uuid
-import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
@@ -30,10 +30,16 @@ from orbitmq.client.request_reply import RequestTimeoutError
 from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.clientcore import loop as bg
 from orbitmq.common import validators
+from orbitmq.common.compression import (
+    DEFAULT_COMPRESS_LEVEL,
+    DEFAULT_COMPRESS_TYPE,
+    CompressionType,
+    compress,
+)
 from orbitmq.common.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.common.message import Message, MessageConst, MessageExt, properties_to_string
 from orbitmq.common.message_id import create_uniq_id
-from orbitmq.common.sysflag import COMPRESSED_FLAG, COMPRESSION_ZLIB_TYPE, TRANSACTION_PREPARED_TYPE
+from orbitmq.common.sysflag import COMPRESSED_FLAG, TRANSACTION_PREPARED_TYPE
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
@@ -103,7 +109,8 @@ class AsyncDefaultMQProducer:
 
     def __init__(self, producer_group: str = DEFAULT_PRODUCER_GROUP, config: RemotingClientConfig | None = None, *,
                  namesrv_addr: str | None = None, send_msg_timeout: float = 3.0,
-                 compress_msg_body_over_howmuch: int = 4 * 1024, compress_level: int = 5,
+                 compress_msg_body_over_howmuch: int = 4 * 1024, compress_level: int = DEFAULT_COMPRESS_LEVEL,
+                 compress_type: str = DEFAULT_COMPRESS_TYPE,
                  retry_times_when_send_failed: int = 2, retry_times_when_send_async_failed: int = 2,
                  retry_another_broker_when_not_store_ok: bool = False, max_message_size: int = 4 * 1024 * 1024,
                  send_latency_fault_enable: bool | None = None, enable_msg_trace: bool = False,
@@ -115,6 +122,7 @@ class AsyncDefaultMQProducer:
         self.send_msg_timeout = send_msg_timeout
         self.compress_msg_body_over_howmuch = compress_msg_body_over_howmuch
         self.compress_level = compress_level
+        self.compress_type = CompressionType.of(compress_type)  # DefaultMQProducer#setCompressType
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
         self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
@@ -476,9 +484,10 @@ class AsyncDefaultMQProducer:
                                               reachable)
 
     def _compress(self, body: bytes) -> bytes | None:
-        """tryToCompressMessage: zlib at compressLevel for bodies of compressMsgBodyOverHowmuch bytes or more."""
+        """tryToCompressMessage: compressType's codec at compressLevel for bodies of
+        compressMsgBodyOverHowmuch bytes or more."""
         if len(body) >= self.compress_msg_body_over_howmuch:
-            return zlib.compress(body, self.compress_level)
+            return compress(body, self.compress_type, self.compress_level)
         return None
 
     async def _send_kernel(self, instance: MQClientInstance, msg: Message | _Batch, mq: MessageQueueRef, mode: str,
@@ -516,7 +525,7 @@ class AsyncDefaultMQProducer:
         wire = msg
         compressed = self._compress(msg.body or b"")
         if compressed is not None:
-            sys_flag |= COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE
+            sys_flag |= COMPRESSED_FLAG | self.compress_type.compression_flag
             wire = Message(msg.topic, compressed, msg.flag, dict(msg.properties))
         if (msg.properties.get(MessageConst.TRANSACTION_PREPARED) or "").lower() == "true":
             sys_flag |= TRANSACTION_PREPARED_TYPE

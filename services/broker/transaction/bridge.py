@@ -20,6 +20,7 @@ from orbitmq.common.message_codec import tags_hash_code
 from orbitmq.common.message_id import create_uniq_id
 from orbitmq.common.sysflag import (
     COMPRESSED_FLAG,
+    COMPRESSION_TYPE_COMPARATOR,
     MULTI_TAGS_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -38,8 +39,9 @@ _REAL_QID = MessageConst.REAL_QUEUE_ID
 _TRAN_MSG = MessageConst.TRANSACTION_PREPARED
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _TRANSACTION_ID = MessageConst.TRANSACTION_ID
-# sysFlag bits a rewritten message keeps; the store sets the host-address bits itself.
-_KEPT_SYS_FLAG = COMPRESSED_FLAG | MULTI_TAGS_FLAG
+# sysFlag bits a rewritten message keeps (upstream copies the half's sysFlag); the store sets the
+# host-address bits itself. The compression type bits say which codec reads the body (LZ4, ZSTD).
+_KEPT_SYS_FLAG = COMPRESSED_FLAG | COMPRESSION_TYPE_COMPARATOR | MULTI_TAGS_FLAG
 
 
 def is_half_send(properties: dict[str, str], reconsume_times: int) -> bool:

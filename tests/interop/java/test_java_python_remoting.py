@@ -205,6 +205,62 @@ async def test_python_producer_java_consumer(cluster: RemotingCluster, java: Jav
         await java.call("jcons", "stop")
 
 
+@pytest.mark.parametrize("compress_type", ["LZ4", "ZSTD"])
+async def test_lz4_and_zstd_bodies_both_ways(cluster: RemotingCluster, java: JavaClients, compress_type: str) -> None:
+    """rocketmq.message.compressType: a Java producer's LZ4 or ZSTD body (lz4-java's frame stream,
+    zstd-jni's) is inflated by the Python consumer, and the Python producer's by the Java one; both
+    set COMPRESSED_FLAG and the type's sysFlag bits, so each side picks the right codec."""
+    from orbitmq.common import sysflag
+    from orbitmq.common.compression import CompressionType
+
+    topic = cluster.create_topic(unique(f"Zip{compress_type}"))
+    got: dict[str, MessageExt] = {}
+
+    def listener(msgs: list[MessageExt], ctx: object) -> ConsumeConcurrentlyStatus:
+        for m in msgs:
+            got[m.uniq_id_or_msg_id] = m
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = AsyncDefaultMQPushConsumer(cluster.create_group(unique("ZipPG")), config(cluster),
+                                          consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener)
+    await consumer.start()
+    try:
+        cid = f"jzip{compress_type.lower()}"
+        await java.call(cid, "produce", cluster.namesrv, unique("ZipJG"), topic, "3", "jz", compress_type)
+        sent = {msg_id: key for msg_id, key in java.rows(cid, "SENT")}
+        await wait_for(lambda: set(got) >= set(sent), what="the Java messages", context=java.context)
+        await java.call(cid, "stop")
+        for msg_id, key in sent.items():
+            assert got[msg_id].body == body_of("jz", int(key[2:])), key
+            assert not got[msg_id].sys_flag & sysflag.COMPRESSED_FLAG  # inflated, flag cleared
+    finally:
+        await consumer.shutdown()
+
+    # the other way: the Python producer compresses, the Java consumer inflates
+    group = cluster.create_group(unique("ZipJCG"))
+    jcid = f"jzipc{compress_type.lower()}"
+    await java.call(jcid, "consume", cluster.namesrv, group, topic, jcid)
+    producer = AsyncDefaultMQProducer(unique("ZipPPG"), config(cluster), compress_type=compress_type)
+    assert producer.compress_type is CompressionType.of(compress_type)
+    await producer.start()
+    try:
+        ours = {(await producer.send(Message(topic, big_body(f"pz{i}")))).msg_id: big_body(f"pz{i}")
+                for i in range(2)}
+    finally:
+        await producer.shutdown()
+    try:
+        await wait_for(lambda: {r[0] for r in java.rows(jcid, "GOT")} >= set(ours), what="the Java consumer",
+                       context=java.context)
+        rows = {r[0]: r for r in java.rows(jcid, "GOT")}
+        for msg_id, body in ours.items():
+            length, sha = rows[msg_id][7], rows[msg_id][8]
+            assert (int(length), sha) == (len(body), hashlib.sha256(body).hexdigest())
+    finally:
+        await java.call(jcid, "stop")
+
+
 async def test_python_and_java_push_consumers_share_a_group(cluster: RemotingCluster, java: JavaClients) -> None:
     """One group, one Python and one Java push consumer: both run AllocateMessageQueueAveragely over
     the same sorted client ids and queues, so their shares are disjoint and cover the 8 queues; each

@@ -157,6 +157,39 @@ async def test_large_bodies_travel_compressed(remoting_cluster: RemotingCluster)
     assert not got[1].sys_flag & COMPRESSED_FLAG and got[1].body == b"small"
 
 
+@pytest.mark.parametrize("compress_type", ["LZ4", "ZSTD"])
+async def test_lz4_and_zstd_bodies_keep_their_type_through_a_commit(remoting_cluster: RemotingCluster,
+                                                                   compress_type: str) -> None:
+    """compressType LZ4 / ZSTD: the stored record carries COMPRESSED_FLAG and the type's bits, also
+    when a transaction commit rewrites the half message (EndTransactionProcessor keeps its sysFlag),
+    and the body inflates with that codec."""
+    from orbitmq.common.compression import CompressionType, decompress_by_sys_flag
+
+    kind = CompressionType.of(compress_type)
+    topic = remoting_cluster.create_topic(unique(f"Rc{compress_type}"), queues=1, brokers=["broker-a"])
+    tx_topic = remoting_cluster.create_topic(unique(f"RcTx{compress_type}"), queues=1, brokers=["broker-a"],
+                                             message_type="TRANSACTION")
+    big = (b"0123456789abcdef" * 400)[:5000]
+
+    class Commit:
+        def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE
+
+    async with AsyncDefaultMQProducer(unique("PG"), config(remoting_cluster), compress_type=compress_type) as p:
+        await p.send(Message(topic, big))
+    async with AsyncTransactionMQProducer(unique("TxPG"), config(remoting_cluster), transaction_listener=Commit(),
+                                          compress_type=compress_type) as tx:
+        await tx.send_message_in_transaction(Message(tx_topic, big), None)
+    for name in (topic, tx_topic):
+        (stored,) = await pull_all(remoting_cluster, name, 1, timeout=20)
+        assert stored.sys_flag & COMPRESSED_FLAG, name
+        assert stored.sys_flag & COMPRESSION_TYPE_COMPARATOR == kind.compression_flag, name
+        assert len(stored.body) < len(big) and decompress_by_sys_flag(stored.body, stored.sys_flag) == big
+
+
 async def test_bad_input_raises_before_sending_with_codes(remoting_cluster: RemotingCluster) -> None:
     topic = remoting_cluster.create_topic(unique("RcBad"), queues=1, brokers=["broker-a"])
     with pytest.raises(MQClientError, match="producerGroup can not equal DEFAULT_PRODUCER"):

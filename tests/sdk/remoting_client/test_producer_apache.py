@@ -14,6 +14,7 @@ from tests.sdk.remoting_client.test_producer import (  # noqa: F401  (collected 
     test_every_send_mode_is_read_back,
     test_heartbeat_registers_and_shutdown_unregisters,
     test_large_bodies_travel_compressed,
+    test_lz4_and_zstd_bodies_keep_their_type_through_a_commit,
     test_request_reply_and_timeout,
     test_routes_are_refreshed_in_the_background,
     test_selector_keeps_one_order_on_one_queue,

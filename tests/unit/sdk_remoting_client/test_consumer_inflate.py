@@ -8,6 +8,7 @@ import zlib
 import pytest
 
 from orbitmq.common import sysflag
+from orbitmq.common.compression import CompressionType, compress
 from orbitmq.common.message import MessageExt
 from orbitmq.remoting_client.consumer.pull_api import inflate_body
 
@@ -34,11 +35,19 @@ def test_uncompressed_bodies_are_untouched() -> None:
     assert (msg.body, msg.sys_flag) == (BODY, sysflag.COMPRESSION_ZLIB_TYPE)
 
 
+@pytest.mark.parametrize("kind", [CompressionType.LZ4, CompressionType.ZSTD])
+def test_lz4_and_zstd_bodies_are_inflated(kind: CompressionType) -> None:
+    msg = stored(compress(BODY, kind), sysflag.COMPRESSED_FLAG | kind.compression_flag)
+    inflate_body(msg)
+    assert (msg.body, msg.sys_flag) == (BODY, kind.compression_flag)
+
+
 @pytest.mark.parametrize(("kind", "body"), [(sysflag.COMPRESSION_LZ4_TYPE, b"\x04\x22\x4d\x18lz4"),
                                             (sysflag.COMPRESSION_ZSTD_TYPE, b"\x28\xb5\x2f\xfdzstd"),
-                                            (sysflag.COMPRESSION_ZLIB_TYPE, b"not zlib at all")])
-def test_other_codecs_and_corrupt_bodies_stay_as_stored(kind: int, body: bytes,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+                                            (sysflag.COMPRESSION_ZLIB_TYPE, b"not zlib at all"),
+                                            (5 << 8, b"an unknown type")])
+def test_corrupt_bodies_and_unknown_types_stay_as_stored(kind: int, body: bytes,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
     msg = stored(body, sysflag.COMPRESSED_FLAG | kind)
     with caplog.at_level(logging.WARNING):
         inflate_body(msg)

@@ -105,6 +105,17 @@ def test_compression_threshold_is_inclusive() -> None:
     assert packed is not None and zlib.decompress(packed) == b"x" * 4096
 
 
+def test_compress_type_picks_the_codec_and_bad_names_are_refused() -> None:
+    from orbitmq.common.compression import CompressionType, decompress
+
+    producer = AsyncDefaultMQProducer("PG", compress_type="zstd")
+    assert producer.compress_type is CompressionType.ZSTD
+    packed = producer._compress(b"y" * 5000)
+    assert packed is not None and decompress(packed, CompressionType.ZSTD) == b"y" * 5000
+    with pytest.raises(ValueError, match="Unsupported compress type name: BROTLI"):
+        AsyncDefaultMQProducer("PG", compress_type="BROTLI")
+
+
 def test_batch_body_size_is_the_encoded_length() -> None:
     msgs = [Message("T", b"abc", properties={"UNIQ_KEY": "X" * 32, "KEYS": "k"}), Message("T", b"d" * 300)]
     assert batch_body_size(msgs) == len(encode_messages(msgs))

@@ -169,3 +169,38 @@ def test_filled_response_same_as_wrapped_message(name: str) -> None:
     assert filled == wrapped
     assert filled.WhichOneof("content") == wrapped.WhichOneof("content") == "message"
     assert filled.SerializeToString(deterministic=True) == wrapped.SerializeToString(deterministic=True)
+
+
+@pytest.mark.parametrize("kind", ["LZ4", "ZSTD"])
+def test_lz4_and_zstd_bodies_go_out_inflated(kind: str) -> None:
+    """gRPC has no LZ4 or ZSTD Encoding: such a body is inflated, sent as IDENTITY, and its digest
+    is of what is sent."""
+    from orbitmq.common.compression import CompressionType, compress
+
+    body = b"lz4 and zstd " * 700
+    ctype = CompressionType.of(kind)
+    msg = _msg(dict(BASE), sys_flag=sysflag.COMPRESSED_FLAG | ctype.compression_flag, body=compress(body, ctype))
+    out = converter.build_proto_message(msg)
+    assert out.body == body
+    assert out.system_properties.body_encoding == pb.Encoding.IDENTITY
+    assert out.system_properties.body_digest.checksum == hashlib.md5(body).hexdigest().upper()
+
+
+@pytest.mark.parametrize("type_bits", [0, sysflag.COMPRESSION_ZLIB_TYPE])
+def test_zlib_bodies_go_out_as_gzip_encoding(type_bits: int) -> None:
+    """A zlib body (with the ZLIB bits, or none as a 4.x producer writes it) is passed on for the
+    client to inflate (Encoding.GZIP)."""
+    import zlib
+
+    stored = zlib.compress(b"zlib " * 1000)
+    out = converter.build_proto_message(_msg(dict(BASE), sys_flag=sysflag.COMPRESSED_FLAG | type_bits, body=stored))
+    assert out.body == stored
+    assert out.system_properties.body_encoding == pb.Encoding.GZIP
+
+
+def test_a_corrupt_lz4_body_is_sent_as_stored() -> None:
+    stored = b"not an lz4 frame"
+    msg = _msg(dict(BASE), sys_flag=sysflag.COMPRESSED_FLAG | sysflag.COMPRESSION_LZ4_TYPE, body=stored)
+    out = converter.build_proto_message(msg)
+    assert out.body == stored
+    assert out.system_properties.body_encoding == pb.Encoding.IDENTITY

@@ -28,9 +28,11 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *
  * <p>Commands (one a line, fields separated by spaces; {@code <id>} names the client):
  * <ul>
- *   <li>{@code produce <id> <ns> <group> <topic> <count> <prefix>}: sends {@code <count>} messages
- *       (tag {@code Tag<i%3>}, key {@code <prefix><i>}, user property {@code n=<i>}; message 0 has a
- *       10 KiB body, compressed by the client), printing {@code <id> SENT <msgId> <key>} each;</li>
+ *   <li>{@code produce <id> <ns> <group> <topic> <count> <prefix> [<compressType>]}: sends
+ *       {@code <count>} messages (tag {@code Tag<i%3>}, key {@code <prefix><i>}, user property
+ *       {@code n=<i>}; message 0 has a 10 KiB body, compressed by the client, with
+ *       {@code rocketmq.message.compressType} when given: ZLIB, LZ4 or ZSTD on a 5.x client),
+ *       printing {@code <id> SENT <msgId> <key>} each;</li>
  *   <li>{@code consume <id> <ns> <group> <topic> <instanceName>}: starts a CLUSTERING push consumer
  *       from the first offset; every message prints {@code <id> GOT <msgId> <broker> <queue>
  *       <reconsumeTimes> <tags> <keys> <n> <bodyLength> <bodySha256>}; every allocation by
@@ -65,7 +67,7 @@ public final class MixedGroup {
             try {
                 switch (f[0]) {
                     case "produce":
-                        produce(id, f[2], f[3], f[4], Integer.parseInt(f[5]), f[6]);
+                        produce(id, f[2], f[3], f[4], Integer.parseInt(f[5]), f[6], f.length > 7 ? f[7] : null);
                         break;
                     case "consume":
                         consume(id, f[2], f[3], f[4], f[5]);
@@ -92,7 +94,10 @@ public final class MixedGroup {
         Runtime.getRuntime().halt(0);
     }
 
-    static void produce(String id, String ns, String group, String topic, int count, String prefix) throws Exception {
+    static void produce(String id, String ns, String group, String topic, int count, String prefix,
+                        String compressType) throws Exception {
+        // DefaultMQProducer reads rocketmq.message.compressType when it is built (a 4.x one ignores it)
+        System.setProperty("rocketmq.message.compressType", compressType == null ? "ZLIB" : compressType);
         DefaultMQProducer producer = new DefaultMQProducer(group);
         producer.setNamesrvAddr(ns);
         producer.setInstanceName(id);
