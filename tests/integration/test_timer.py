@@ -30,6 +30,10 @@ from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.support import BrokerCluster
 
+# Its assertions are about time (a delay delivered neither early nor late): `make test` runs it in
+# the serial pass, not beside another test on the two-worker one.
+pytestmark = pytest.mark.serial
+
 TOPIC = "TimerTopic"
 GROUP = "CG_TIMER"
 TIMER_TOPIC = "rmq_sys_wheel_timer"
