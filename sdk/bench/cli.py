@@ -40,7 +40,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                    "single-message sends and the drain with proxyMode=cluster vs local, same run"),
     "sdk-pull": ("orbitmq.bench.sdk_pull", "SDK PullConsumer draining a backlog (msgs/s)"),
     "sql-filter": ("orbitmq.broker.filter.bench",
-                   "SQL92 consumer matching 1 % of a backlog, ConsumeQueue extension + bloom bit maps off vs on"),
+                   "SQL92 consumer matching 1 percent of a backlog, ConsumeQueue extension + bloom bit maps off vs on"),
     "spark-read": ("orbitmq.bench.spark_read", "Spark streaming read draining a backlog vs the SDK PullConsumer"),
     "metadata": ("orbitmq.bench.metadata",
                  "topic/group creation rate at 1k/10k/100k topics, broker memory per topic, restart time"),

@@ -34,3 +34,4 @@ def test_closing_lines(capsys) -> None:
         "auth: server CPU per message with ACL 2.0 on is 2.000 x off (medians 20 vs 10 us/msg)"]
     print_off_on("auth", "ACL 2.0", {**summary, "ratio": None})
     assert capsys.readouterr().out == ""
+
