@@ -27,6 +27,7 @@ def _journal_lines(path: Path) -> list[dict]:
 
 async def test_a_create_appends_one_line_and_leaves_the_snapshot_alone(tmp_path: Path) -> None:
     manager = _topics(tmp_path)
+    manager.quiet_snapshot_seconds = 600  # the quiet-time snapshot is the next test's
     manager.persist()
     snapshot = (tmp_path / "topics.json").read_bytes()
     for i in range(50):
@@ -41,6 +42,31 @@ async def test_a_create_appends_one_line_and_leaves_the_snapshot_alone(tmp_path:
     again = _topics(tmp_path)  # a restart without a clean stop: the journal is replayed
     assert "T7" not in again and "T49" in again and again.get("T3").read_queue_nums == 8
     assert again.data_version == manager.data_version
+
+
+async def test_the_snapshot_catches_up_once_changes_stop(tmp_path: Path) -> None:
+    """What another broker reads (topics.json alone) trails the last change by the quiet time, not
+    by the size rule; a burst pays one rewrite, at its end."""
+    import asyncio
+
+    manager = _topics(tmp_path)
+    manager.quiet_snapshot_seconds = 1.0  # a stall between two creates longer than this would fail it
+    before = manager.compactions
+    for i in range(30):
+        await manager.update_topic_config(TopicConfig(f"Q{i}"))
+    assert manager.compactions == before  # still changing: no rewrite yet
+    for _ in range(100):
+        if manager.compactions > before:
+            break
+        await asyncio.sleep(0.05)
+    assert manager.compactions == before + 1
+    snapshot = json.loads((tmp_path / "topics.json").read_text())
+    assert {f"Q{i}" for i in range(30)} <= set(snapshot["topicConfigTable"])
+    assert not (tmp_path / "topics.json.journal").exists() or not _journal_lines(tmp_path / "topics.json.journal")
+    await manager.update_topic_config(TopicConfig("Q-late"))  # the next quiet time, the next rewrite
+    for task in list(_BACKGROUND):
+        await task
+    assert "Q-late" in json.loads((tmp_path / "topics.json").read_text())["topicConfigTable"]
 
 
 async def test_the_journal_is_compacted_once_as_long_as_the_table(tmp_path: Path) -> None:
