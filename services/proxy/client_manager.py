@@ -41,6 +41,19 @@ DEFAULT_CUSTOMIZED_BACKOFF_MS = [1000, 5000, 10000, 30000] + [m * 60000 for m in
 DEFAULT_EXPONENTIAL = (5000, 7200000, 2)
 
 
+# SubscriptionGroupAttributes#LITE_SUB_CLIENT_QUOTA_ATTRIBUTE: its name and default.
+LITE_SUB_CLIENT_QUOTA_ATTRIBUTE, LITE_SUB_CLIENT_QUOTA_DEFAULT = "lite.sub.client.quota", 2000
+
+
+def _lite_quota(group: SubscriptionGroupConfig) -> int:
+    """SubscriptionGroupConfig#getLiteSubClientQuota: the attribute, its default when unset or not a number."""
+    try:
+        quota = int(group.attributes.get(LITE_SUB_CLIENT_QUOTA_ATTRIBUTE, LITE_SUB_CLIENT_QUOTA_DEFAULT))
+    except ValueError:
+        return LITE_SUB_CLIENT_QUOTA_DEFAULT
+    return max(-1, min(quota, 2**31 - 1))  # the attribute's range starts at -1; the field is an int32
+
+
 def _duration_ms(ms: int) -> Duration:
     d = Duration()
     d.FromMilliseconds(int(ms))
@@ -203,6 +216,10 @@ class ClientManager:
         sub.receive_batch_size = self.config.grpc_client_consumer_long_polling_batch_size
         sub.long_polling_timeout.CopyFrom(_duration_ms(self.config.grpc_client_consumer_max_long_polling_timeout_millis))
         sub.fifo = group.consume_message_orderly
+        # 5.5.0's GrpcClientSettingsManager#mergeSubscriptionData: the group's lite subscription
+        # quota (SubscriptionGroupConfig#getLiteSubClientQuota) and the proxy's maxLiteTopicSize.
+        sub.lite_subscription_quota = _lite_quota(group)
+        sub.max_lite_topic_size = self.config.max_lite_topic_size
         bp = settings.backoff_policy
         bp.max_attempts = group.retry_max_times + 1
         policy = group.extra.get("groupRetryPolicy") or {}

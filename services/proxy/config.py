@@ -90,6 +90,9 @@ class ProxyConfig(AuthConfig):  # ACL 2.0 keys (authenticationEnabled, ...): orb
     max_user_property_size: int = 16 * 1024
     user_property_max_num: int = 128
     max_message_group_size: int = 64
+    # The longest lite topic name a consumer may subscribe, told to consumers in their Settings
+    # (GrpcClientSettingsManager#mergeSubscriptionData); this proxy serves no lite topics yet.
+    max_lite_topic_size: int = 64
     default_invisible_time_mills: int = 60_000
     min_invisible_time_mills_for_recv: int = 10_000
     max_invisible_time_mills: int = 12 * 3600 * 1000

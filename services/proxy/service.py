@@ -143,8 +143,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                         if self.relay is not None:  # a client's answer to a relayed broker request
                             self.relay.on_client_answer(ctx.client_id, command)
                     elif which is None:
-                        offer(outbox, spb.TelemetryCommand(status=errors.status(
-                            Code.BAD_REQUEST, "telemetry command carries no content")))
+                        # ClientActivity#telemetry's onNext has no case for it: ignored, no answer.
+                        log.debug("telemetry command without content from %s", ctx.client_id)
                     else:
                         log.info("telemetry %s from %s: %s", which, ctx.client_id, command.status.message)
             except (asyncio.CancelledError, grpc.aio.AioRpcError):

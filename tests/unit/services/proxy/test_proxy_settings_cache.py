@@ -59,3 +59,19 @@ def test_cached_merge_equals_fresh_merge_and_follows_changes() -> None:
         assert await clients.effective_settings("nobody") is None
 
     asyncio.run(run())
+
+
+def test_consumer_settings_carry_the_lite_quota_and_topic_size() -> None:
+    """GrpcClientSettingsManager#mergeSubscriptionData (5.5.0): the group's lite.sub.client.quota
+    (2000 unless set) and the proxy's maxLiteTopicSize."""
+    async def run() -> None:
+        cluster = _Cluster()
+        clients = ClientManager(ProxyConfig(max_lite_topic_size=32), cluster)  # type: ignore[arg-type]
+        merged = await clients.merge_settings(_consumer_settings())
+        assert (merged.subscription.lite_subscription_quota, merged.subscription.max_lite_topic_size) == (2000, 32)
+        cluster.groups["G"] = SubscriptionGroupConfig("G", attributes={"lite.sub.client.quota": "7"})
+        assert (await clients.merge_settings(_consumer_settings())).subscription.lite_subscription_quota == 7
+        cluster.groups["G"] = SubscriptionGroupConfig("G", attributes={"lite.sub.client.quota": "many"})
+        assert (await clients.merge_settings(_consumer_settings())).subscription.lite_subscription_quota == 2000
+
+    asyncio.run(run())
