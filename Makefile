@@ -77,10 +77,14 @@ java-clients:
 apache:
 	@$(MAKE) --no-print-directory java-clients JAVA_SUITES=$(APACHE_POM)
 
-# Differential conformance (tests/compat/conformance): the request corpus to Apache RocketMQ's and
-# OrbitMQ's NameServer and broker, the table of differences printed; fails on one not recorded.
+# Differential conformance (tests/compat/conformance): the Remoting corpus to Apache RocketMQ's and
+# OrbitMQ's NameServer and broker, then the gRPC corpus to both proxies (grpc_run), each table of
+# differences printed; fails on one not recorded (both halves run either way).
 compat: setup apache
-	$(BIN)/python -m tests.compat.conformance.run
+	@status=0; \
+	$(BIN)/python -m tests.compat.conformance.run || status=1; \
+	$(BIN)/python -m tests.compat.conformance.grpc_run || status=1; \
+	exit $$status
 
 go-clients:
 	@if [ -n "$(GO_SUITES)" ]; then \
