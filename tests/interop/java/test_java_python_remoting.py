@@ -338,3 +338,89 @@ async def test_python_and_java_push_consumers_share_a_group(cluster: RemotingClu
         if not java_stopped:
             await java.call("jmix", "stop")
         await py.shutdown()
+
+
+async def test_orderly_python_and_java_consumers_share_a_group(cluster: RemotingCluster, java: JavaClients) -> None:
+    """One orderly group, a Python and a Java MessageListenerOrderly consumer: each holds the broker
+    locks of its share (LOCK_BATCH_MQ), each queue's messages are consumed in order by its owner;
+    when the Java consumer leaves (offsets persisted, UNLOCK_BATCH_MQ), the Python one locks its
+    queues and goes on from where it stopped: per queue, every message once, in order, across the
+    handover."""
+    from orbitmq.remoting_client.consumer import ConsumeOrderlyContext, ConsumeOrderlyStatus
+
+    topic = cluster.create_topic(unique("MixedOrder"))
+    group = cluster.create_group(unique("MixedOrderG"), orderly=True)
+    all_queues = sorted((MessageQueueRef(topic, b, q) for b in cluster.brokers for q in range(4)),
+                        key=lambda mq: (mq.topic, mq.broker_name, mq.queue_id))
+    py_seen: dict[MessageQueueRef, list[int]] = {}
+
+    async def listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        for m in msgs:
+            py_seen.setdefault(ctx.message_queue, []).append(int(m.get_user_property("n")))
+        await asyncio.sleep(0.005)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    py = AsyncDefaultMQPushConsumer(group, config(cluster, instance_name="py-mixed-orderly"),
+                                    consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    py.subscribe(topic)
+    py.register_message_listener(listener, orderly=True)
+    await py.start()
+    java_stopped = False
+
+    def java_seen() -> dict[MessageQueueRef, list[int]]:
+        seen: dict[MessageQueueRef, list[int]] = {}
+        for r in java.rows("jord", "GOT"):
+            if r[5].startswith("ord-"):  # keys ord-<queue index>-<n>
+                seen.setdefault(MessageQueueRef(topic, r[1], int(r[2])), []).append(int(r[6]))
+        return seen
+
+    def python_locked() -> set[MessageQueueRef]:
+        return {mq for mq, pq in py.rebalance.process_queue_table.items() if mq.topic == topic and pq.locked}
+
+    async def send_range(start: int, stop: int) -> None:
+        producer = AsyncDefaultMQProducer(unique("OrdPG"), config(cluster))
+        await producer.start()
+        try:
+            for n in range(start, stop):
+                for qi, mq in enumerate(all_queues):
+                    msg = Message(topic, f"{qi}:{n}".encode())
+                    msg.keys = f"ord-{qi}-{n}"
+                    msg.put_user_property("n", str(n))
+                    await producer.send_to_queue(msg, mq)
+        finally:
+            await producer.shutdown()
+
+    try:
+        await java.call("jord", "consume-orderly", cluster.namesrv, group, topic, "java-mixed-orderly")
+
+        def settled() -> bool:
+            rows = java.rows("jord", "ALLOC")
+            return bool(rows) and len(rows[-1][1].split(",")) == 2 and len(python_locked()) == 4
+        await wait_for(settled, what="both consumers holding and locking 4 queues", context=java.context)
+        java_share = {MessageQueueRef(topic, b, int(q))
+                      for b, q in (x.split(":") for x in java.rows("jord", "ALLOC")[-1][2].split(","))}
+        assert not java_share & python_locked() and java_share | python_locked() == set(all_queues)
+
+        await send_range(0, 15)
+        await wait_for(lambda: sum(map(len, py_seen.values())) + sum(map(len, java_seen().values())) == 15 * 8,
+                       what="the first 15 of each queue", context=java.context)
+        for mq in all_queues:
+            owner = java_seen() if mq in java_share else py_seen
+            assert owner.get(mq) == list(range(15)), (mq, owner.get(mq))
+
+        await java.call("jord", "stop")
+        java_stopped = True
+        await wait_for(lambda: len(python_locked()) == 8, what="the Python consumer locking all 8")
+        await send_range(15, 30)
+        await wait_for(lambda: all(len(py_seen.get(mq, [])) == (15 if mq in java_share else 30)
+                                   for mq in all_queues), what="the rest, in Python", context=java.context)
+        await asyncio.sleep(0.5)
+        for mq in all_queues:
+            if mq in java_share:  # Java had 0..14, Python goes on at 15: nothing again, nothing skipped
+                assert java_seen()[mq] == list(range(15)) and py_seen[mq] == list(range(15, 30)), mq
+            else:
+                assert py_seen[mq] == list(range(30)), mq
+    finally:
+        if not java_stopped:
+            await java.call("jord", "stop")
+        await py.shutdown()

@@ -12,7 +12,9 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -37,6 +39,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *       from the first offset; every message prints {@code <id> GOT <msgId> <broker> <queue>
  *       <reconsumeTimes> <tags> <keys> <n> <bodyLength> <bodySha256>}; every allocation by
  *       AllocateMessageQueueAveragely prints {@code <id> ALLOC <cid> <cidAll,...> <broker:queue,...>};</li>
+ *   <li>{@code consume-orderly <id> <ns> <group> <topic> <instanceName>}: the same with a
+ *       MessageListenerOrderly (broker queue locks), 5 ms a message;</li>
  *   <li>{@code stop <id>}: shuts the client down;</li>
  *   <li>{@code quit}.</li>
  * </ul>
@@ -70,7 +74,10 @@ public final class MixedGroup {
                         produce(id, f[2], f[3], f[4], Integer.parseInt(f[5]), f[6], f.length > 7 ? f[7] : null);
                         break;
                     case "consume":
-                        consume(id, f[2], f[3], f[4], f[5]);
+                        consume(id, f[2], f[3], f[4], f[5], false);
+                        break;
+                    case "consume-orderly":
+                        consume(id, f[2], f[3], f[4], f[5], true);
                         break;
                     case "stop":
                         stop(id);
@@ -120,7 +127,8 @@ public final class MixedGroup {
         return sb.toString().getBytes(StandardCharsets.UTF_8);
     }
 
-    static void consume(String id, String ns, String group, String topic, String instance) throws Exception {
+    static void consume(String id, String ns, String group, String topic, String instance, boolean orderly)
+        throws Exception {
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(ns);
         consumer.setInstanceName(instance);
@@ -149,16 +157,34 @@ public final class MixedGroup {
                 return averagely.getName();
             }
         });
-        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-            for (MessageExt m : msgs) {
-                out(id + " GOT " + m.getMsgId() + " " + m.getBrokerName() + " " + m.getQueueId() + " "
-                    + m.getReconsumeTimes() + " " + m.getTags() + " " + m.getKeys() + " " + m.getUserProperty("n")
-                    + " " + m.getBody().length + " " + sha256(m.getBody()));
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
+        if (orderly) {
+            consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) -> {
+                for (MessageExt m : msgs) {
+                    got(id, m);
+                    try {
+                        Thread.sleep(5);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+                return ConsumeOrderlyStatus.SUCCESS;
+            });
+        } else {
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                for (MessageExt m : msgs) {
+                    got(id, m);
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+        }
         consumer.start();
         CONSUMERS.put(id, consumer);
+    }
+
+    static void got(String id, MessageExt m) {
+        out(id + " GOT " + m.getMsgId() + " " + m.getBrokerName() + " " + m.getQueueId() + " "
+            + m.getReconsumeTimes() + " " + m.getTags() + " " + m.getKeys() + " " + m.getUserProperty("n")
+            + " " + m.getBody().length + " " + sha256(m.getBody()));
     }
 
     static void stop(String id) {
