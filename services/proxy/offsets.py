@@ -6,9 +6,12 @@ offset, the proxy forwards PULL_MESSAGE (long-polled) and the consumer-offset ca
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 from orbitmq.client import MQBrokerError, PullStatus
+from orbitmq.client.results import PullResult
 from orbitmq.common import sysflag
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
@@ -18,11 +21,14 @@ from orbitmq.proxy.cluster import ClusterService
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.context import ProxyContext
 from orbitmq.proxy.errors import ProxyError
+from orbitmq.proxy.producer import failure_kind
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import ResponseCode
+from orbitmq.remoting.errors import RemotingError
 
 Code = pb.Code
 MAX_PULL_BATCH = 32
+T = TypeVar("T")
 
 
 class OffsetActivity:
@@ -31,7 +37,8 @@ class OffsetActivity:
         self.cluster = cluster
 
     async def _queue_addr(self, mq: pb.MessageQueue) -> tuple[str, str]:
-        """(master address, topic as the brokers know it: "{namespace}%{name}") of a queue."""
+        """(master address, "" while its set has none, and the topic as the brokers know it:
+        "{namespace}%{name}") of a queue."""
         topic = validation.topic_of(mq.topic)
         if mq.id < 0:
             raise ProxyError(Code.BAD_REQUEST, f"queue id {mq.id} is not a queue")
@@ -40,31 +47,58 @@ class OffsetActivity:
             if qd.broker_name == mq.broker.name:
                 if mq.id >= max(qd.read_queue_nums, qd.write_queue_nums):
                     raise ProxyError(Code.BAD_REQUEST, f"queue {mq.id} does not exist on {qd.broker_name}")
-                addr = self.cluster.master_addr(route, qd.broker_name)
-                if addr:
-                    return addr, topic
+                # "" while the set has no master (failing over): _on_master waits for one
+                return self.cluster.master_addr(route, qd.broker_name) or "", topic
         raise ProxyError(Code.NOT_FOUND, f"broker {mq.broker.name!r} does not serve topic {topic}")
+
+    async def _on_master(self, ctx: ProxyContext, mq: pb.MessageQueue,
+                         call: Callable[[str, str], Awaitable[T]]) -> T:
+        """``call(addr, topic)`` on the queue's master; when that master is gone (no connection, or
+        it refused as a fenced or demoted one) again on its set's new master, re-resolved within
+        brokerFailoverWaitMillis, as sends, pops and acks do: a reader of a controller-mode set
+        (the SDK's pull consumer, the Spark source) outlives a failover without an error."""
+        addr, topic = await self._queue_addr(mq)
+        deadline: float | None = None
+        if not addr:
+            deadline = self.cluster.failover_deadline(ctx.time_remaining)
+            addr = await self.cluster.failover_master(mq.broker.name, topic, "", deadline)
+        while True:
+            try:
+                return await call(addr, topic)
+            except (MQBrokerError, RemotingError) as exc:
+                if failure_kind(exc) is None:
+                    raise
+                self.cluster.broker_unreachable(mq.broker.name, addr, exc)
+                if deadline is None:
+                    deadline = self.cluster.failover_deadline(ctx.time_remaining)
+                if time.monotonic() >= deadline:
+                    raise
+                failed = addr if not isinstance(exc, MQBrokerError) else ""
+                addr = await self.cluster.failover_master(mq.broker.name, topic, failed, deadline)
 
     async def pull_message(self, ctx: ProxyContext, request: spb.PullMessageRequest
                            ) -> AsyncIterator[spb.PullMessageResponse]:
         try:
             group = validation.group_of(request.group)
             mq = request.message_queue
-            addr, topic = await self._queue_addr(mq)
             if request.offset < 0:
                 raise ProxyError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
-            sub = subscription_data(topic, request.filter_expression)
             suspend = request.long_polling_timeout.ToMilliseconds() if request.HasField("long_polling_timeout") else 0
             suspend = max(0, min(suspend, self.config.grpc_client_consumer_max_long_polling_timeout_millis))
             batch = request.batch_size if request.batch_size > 0 else MAX_PULL_BATCH
-            header = h.PullMessageRequestHeader(
-                consumer_group=group, topic=topic, queue_id=mq.id, queue_offset=request.offset,
-                max_msg_nums=min(batch, MAX_PULL_BATCH),
-                sys_flag=sysflag.build_pull_sys_flag(False, suspend > 0, True, False),
-                commit_offset=0, suspend_timeout_millis=suspend, subscription=sub.sub_string, sub_version=0,
-                expression_type=sub.expression_type, broker_name=mq.broker.name)
-            result = await self.cluster.api.pull_message(
-                addr, header, (suspend + self.config.remoting_timeout_millis) / 1000.0)
+
+            async def pull(addr: str, topic: str) -> PullResult:
+                sub = subscription_data(topic, request.filter_expression)
+                header = h.PullMessageRequestHeader(
+                    consumer_group=group, topic=topic, queue_id=mq.id, queue_offset=request.offset,
+                    max_msg_nums=min(batch, MAX_PULL_BATCH),
+                    sys_flag=sysflag.build_pull_sys_flag(False, suspend > 0, True, False),
+                    commit_offset=0, suspend_timeout_millis=suspend, subscription=sub.sub_string, sub_version=0,
+                    expression_type=sub.expression_type, broker_name=mq.broker.name)
+                return await self.cluster.api.pull_message(
+                    addr, header, (suspend + self.config.remoting_timeout_millis) / 1000.0)
+
+            result = await self._on_master(ctx, mq, pull)
         except Exception as exc:  # noqa: BLE001 -- every failure becomes a Status
             yield spb.PullMessageResponse(status=errors.status_of(exc))
             return
@@ -82,19 +116,18 @@ class OffsetActivity:
     async def update_offset(self, ctx: ProxyContext, request: spb.UpdateOffsetRequest) -> spb.UpdateOffsetResponse:
         group = validation.group_of(request.group)
         mq = request.message_queue
-        addr, topic = await self._queue_addr(mq)
         if request.offset < 0:
             raise ProxyError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
-        await self.cluster.api.update_consumer_offset(addr, group, topic, mq.id, request.offset)
+        await self._on_master(ctx, mq, lambda addr, topic: self.cluster.api.update_consumer_offset(
+            addr, group, topic, mq.id, request.offset))
         return spb.UpdateOffsetResponse(status=errors.ok())
 
     async def get_offset(self, ctx: ProxyContext, request: spb.GetOffsetRequest) -> spb.GetOffsetResponse:
         group = validation.group_of(request.group)
         mq = request.message_queue
-        addr, topic = await self._queue_addr(mq)
         try:
-            offset = await self.cluster.api.query_consumer_offset(addr, group, topic, mq.id,
-                                                                  set_zero_if_not_found=False)
+            offset = await self._on_master(ctx, mq, lambda addr, topic: self.cluster.api.query_consumer_offset(
+                addr, group, topic, mq.id, set_zero_if_not_found=False))
         except MQBrokerError as exc:
             if exc.code == ResponseCode.QUERY_NOT_FOUND:
                 raise ProxyError(Code.OFFSET_NOT_FOUND, exc.remark or "offset not found") from None
@@ -103,17 +136,17 @@ class OffsetActivity:
 
     async def query_offset(self, ctx: ProxyContext, request: spb.QueryOffsetRequest) -> spb.QueryOffsetResponse:
         mq = request.message_queue
-        addr, topic = await self._queue_addr(mq)
         api = self.cluster.api
         policy = request.query_offset_policy
         if policy == pb.QueryOffsetPolicy.BEGINNING:
-            offset = await api.get_min_offset(addr, topic, mq.id)
+            offset = await self._on_master(ctx, mq, lambda addr, topic: api.get_min_offset(addr, topic, mq.id))
         elif policy == pb.QueryOffsetPolicy.END:
-            offset = await api.get_max_offset(addr, topic, mq.id)
+            offset = await self._on_master(ctx, mq, lambda addr, topic: api.get_max_offset(addr, topic, mq.id))
         elif policy == pb.QueryOffsetPolicy.TIMESTAMP:
             if not request.HasField("timestamp"):
                 raise ProxyError(Code.BAD_REQUEST, "timestamp is required by QueryOffsetPolicy.TIMESTAMP")
-            offset = await api.search_offset(addr, topic, mq.id, request.timestamp.ToMilliseconds())
+            ms = request.timestamp.ToMilliseconds()
+            offset = await self._on_master(ctx, mq, lambda addr, topic: api.search_offset(addr, topic, mq.id, ms))
         else:
             raise ProxyError(Code.BAD_REQUEST, f"unknown query offset policy {policy}")
         return spb.QueryOffsetResponse(status=errors.ok(), offset=offset)

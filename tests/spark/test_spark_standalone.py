@@ -7,6 +7,7 @@ can be killed. Results are read back with the tests' local session.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -127,3 +128,44 @@ def test_stream_survives_an_executor_kill_and_a_driver_kill_exactly_once(cluster
     assert len(rows) == total, f"{len(rows)} rows for {total} messages"
     assert sorted(r.body for r in rows) == sorted(f"st-{i}" for i in range(total))
     assert len({(r.queueId, r.queueOffset) for r in rows}) == total
+
+
+async def test_stream_keeps_going_across_a_master_kill_in_controller_mode(spark, standalone, tmp_path: Path) -> None:
+    """The same streaming query against a controller-mode broker set of three replicas
+    (tests/support/ha_cluster.py): its master killed with kill -9 mid-stream, a slave of the
+    SyncStateSet elected, the readers' routes refreshed; the sink holds every message once."""
+    from tests.support.ha_cluster import HACluster
+
+    runner = ProcessRunner(tmp_path / "ha-run")
+    ha = HACluster(runner, tmp_path / "ha")
+    try:
+        await ha.start()
+        topic = name("SaFailover")
+        await ha.create_topic(topic, queues=4)
+        await ha.wait_topic_routed(topic)
+        first, total = 1200, 2000
+        await asyncio.to_thread(produce, ha.endpoint, topic, [b"fo-%d" % i for i in range(first)])
+        out, checkpoint = tmp_path / "out", tmp_path / "cp"
+        driver = Driver(["stream", standalone.url, ha.endpoint, topic, str(out), str(checkpoint), str(total)],
+                        tmp_path / "driver.log")
+        try:
+            await asyncio.to_thread(driver.wait_for, lambda: driver.rows() >= 400, "a first micro-batch", 180)
+            old = await ha.master_addr()
+            assert old is not None
+            await ha.kill(ha.replica_at(old))
+            await ha.wait_master(not_addr=old)
+            await asyncio.to_thread(produce, ha.endpoint, topic, [b"fo-%d" % i for i in range(first, total)])
+            await asyncio.to_thread(driver.wait_for, lambda: any("done" in x or "error" in x for x in driver.lines),
+                                    "end", 240)
+            assert await asyncio.to_thread(driver.proc.wait, 60) == 0, driver.log.read_text()[-3000:]
+        finally:
+            await asyncio.to_thread(driver.kill)
+        assert driver.lines[-1].get("done") == total, driver.lines[-3:]
+        rows = await asyncio.to_thread(lambda: spark.read.parquet(str(out)).select("body").collect())
+        assert sorted(r.body for r in rows) == sorted(f"fo-{i}" for i in range(total))
+    except BaseException:
+        print("\n===== controller-mode cluster logs =====\n" + runner.report(), file=sys.stderr)
+        raise
+    finally:
+        await ha.close()
+        runner.stop_all()

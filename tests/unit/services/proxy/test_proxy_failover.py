@@ -286,3 +286,44 @@ async def test_a_group_lookup_a_failing_master_cannot_answer_keeps_the_last_know
     assert config is not None and config.consume_message_orderly
     transport.brokers[OLD] = [lambda _r: RemotingCommand.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "gone")]
     assert await cluster.group_config("GFifo") is None  # an answer wins: the group was deleted
+
+
+async def test_offset_requests_follow_the_broker_set_to_its_new_master() -> None:
+    """QueryOffset, GetOffset, UpdateOffset and PullMessage (the SDK's pull consumer, the Spark
+    source): a master that refuses the connection is re-resolved and the request goes again to the
+    new master, instead of failing the reader for the whole failover."""
+    from orbitmq.proxy.config import ProxyConfig as _Config
+    from orbitmq.proxy.offsets import OffsetActivity
+
+    answers = {RequestCode.GET_MIN_OFFSET: {"offset": "5"}, RequestCode.QUERY_CONSUMER_OFFSET: {"offset": "9"},
+               RequestCode.UPDATE_CONSUMER_OFFSET: {}}
+    transport = _Transport([_route({"broker-a": OLD}), _route({"broker-a": None}), _route({"broker-a": NEW})])
+    transport.brokers[NEW] = [lambda r: RemotingCommand.response(ResponseCode.SUCCESS, None, answers[r.code])]
+    cluster = await _cluster(transport)
+    offsets = OffsetActivity(_Config(), cluster)
+    mq = pb.MessageQueue(topic=pb.Resource(name="T"), id=1, broker=pb.Broker(name="broker-a"))
+    queried = await offsets.query_offset(CTX, spb.QueryOffsetRequest(
+        message_queue=mq, query_offset_policy=pb.QueryOffsetPolicy.BEGINNING))
+    assert (queried.status.code, queried.offset) == (Code.OK, 5)
+    got = await offsets.get_offset(CTX, spb.GetOffsetRequest(group=pb.Resource(name="G"), message_queue=mq))
+    assert (got.status.code, got.offset) == (Code.OK, 9)
+    updated = await offsets.update_offset(CTX, spb.UpdateOffsetRequest(group=pb.Resource(name="G"),
+                                                                       message_queue=mq, offset=12))
+    assert updated.status.code == Code.OK
+    calls = [(addr, code) for addr, code, _ in transport.calls if addr != NAMESRV]
+    assert calls == [(OLD, RequestCode.GET_MIN_OFFSET), (NEW, RequestCode.GET_MIN_OFFSET),
+                     (NEW, RequestCode.QUERY_CONSUMER_OFFSET), (NEW, RequestCode.UPDATE_CONSUMER_OFFSET)]
+
+
+async def test_offset_requests_do_not_retry_a_broker_refusal() -> None:
+    from orbitmq.proxy.config import ProxyConfig as _Config
+    from orbitmq.proxy.offsets import OffsetActivity
+
+    transport = _Transport([_route({"broker-a": OLD}), _route({"broker-a": NEW})])
+    transport.brokers[OLD] = [lambda r: RemotingCommand.response(ResponseCode.SYSTEM_ERROR, "disk full", {})]
+    cluster = await _cluster(transport)
+    mq = pb.MessageQueue(topic=pb.Resource(name="T"), id=1, broker=pb.Broker(name="broker-a"))
+    with pytest.raises(MQBrokerError):
+        await OffsetActivity(_Config(), cluster).update_offset(CTX, spb.UpdateOffsetRequest(
+            group=pb.Resource(name="G"), message_queue=mq, offset=3))
+    assert [addr for addr, _, _ in transport.calls if addr != NAMESRV] == [OLD]
