@@ -30,6 +30,7 @@ from orbitmq.remoting_client.consumer import (
     DefaultLitePullConsumer,
     push_consumer,
 )
+from orbitmq.remoting_client.consumer.hooks import CONSUME_CONTEXT_TYPE, ConsumeMessageContext
 from orbitmq.remoting_client.consumer.offset_store import decode_offset_table
 from orbitmq.remoting_client.producer.producer import AsyncDefaultMQProducer
 from tests.sdk.remoting_client.cluster import RemotingCluster, unique
@@ -261,27 +262,33 @@ async def test_orderly_keeps_queue_order_under_broker_locks(remoting_cluster: Re
     assert locked == set(queues[:2])
 
 
+class HookRecorder:
+    """A ConsumeMessageHook writing (before|after, body, success, status, ConsumeReturnType) of
+    each message into ``seen``."""
+
+    def __init__(self, seen: list[tuple[str, bytes, bool, str, str]]) -> None:
+        self.seen = seen
+
+    def hook_name(self) -> str:
+        return "recorder"
+
+    def consume_message_before(self, context: ConsumeMessageContext) -> None:
+        self.seen.extend(("before", m.body, context.success, context.status, "") for m in context.msg_list)
+
+    def consume_message_after(self, context: ConsumeMessageContext) -> None:
+        self.seen.extend(("after", m.body, context.success, context.status, context.props[CONSUME_CONTEXT_TYPE])
+                         for m in context.msg_list)
+
+
 async def test_orderly_consume_hooks_see_each_outcome(remoting_cluster: RemotingCluster) -> None:
     """ConsumeMessageOrderlyService's hooks: the status, success flag and ConsumeReturnType of a
     suspended batch, one the listener returned nothing for, one that raised, then the in-place
     retries that succeed, in queue order."""
-    from orbitmq.remoting_client.consumer.hooks import CONSUME_CONTEXT_TYPE, ConsumeMessageContext
 
     topic = remoting_cluster.create_topic(unique("OrderHook"), queues=1, brokers=["broker-a"])
     group = remoting_cluster.create_group(unique("CG"), orderly=True)
     seen: list[tuple[str, bytes, bool, str, str]] = []
     tried: set[bytes] = set()
-
-    class Recorder:  # a ConsumeMessageHook
-        def hook_name(self) -> str:
-            return "recorder"
-
-        def consume_message_before(self, context: ConsumeMessageContext) -> None:
-            seen.extend(("before", m.body, context.success, context.status, "") for m in context.msg_list)
-
-        def consume_message_after(self, context: ConsumeMessageContext) -> None:
-            seen.extend(("after", m.body, context.success, context.status, context.props[CONSUME_CONTEXT_TYPE])
-                        for m in context.msg_list)
 
     def listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus | None:
         ctx.suspend_current_queue_time_millis = 100
@@ -300,7 +307,7 @@ async def test_orderly_consume_hooks_see_each_outcome(remoting_cluster: Remoting
                                           consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     consumer.subscribe(topic)
     consumer.register_message_listener(listener, orderly=True)
-    consumer.register_consume_message_hook(Recorder())
+    consumer.register_consume_message_hook(HookRecorder(seen))
     await consumer.start()
     try:
         await send(remoting_cluster, topic, [b"suspend", b"null", b"raise", b"ok"])
@@ -713,24 +720,12 @@ async def test_consume_hooks_and_consumption_trace(remoting_cluster: RemotingClu
     (ConsumeMessageTraceHookImpl) with the outcome of each try, findable by message id."""
     from orbitmq.common.constants import RMQ_SYS_TRACE_TOPIC
     from orbitmq.common.trace_codec import ContextCode, TraceType, decode
-    from orbitmq.remoting_client.consumer.hooks import CONSUME_CONTEXT_TYPE, ConsumeMessageContext
     from tests.sdk.remoting_client.test_producer import pull_all
 
     topic = remoting_cluster.create_topic(unique("TraceC"), queues=1, brokers=["broker-a"])
     group = unique("TraceCG")
     failed_once: set[bytes] = set()
     seen: list[tuple[str, bytes, bool, str, str]] = []
-
-    class Recorder:  # a ConsumeMessageHook
-        def hook_name(self) -> str:
-            return "recorder"
-
-        def consume_message_before(self, context: ConsumeMessageContext) -> None:
-            seen.extend(("before", m.body, context.success, context.status, "") for m in context.msg_list)
-
-        def consume_message_after(self, context: ConsumeMessageContext) -> None:
-            seen.extend(("after", m.body, context.success, context.status, context.props[CONSUME_CONTEXT_TYPE])
-                        for m in context.msg_list)
 
     def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
         for m in msgs:
@@ -744,7 +739,7 @@ async def test_consume_hooks_and_consumption_trace(remoting_cluster: RemotingClu
                                           consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     consumer.subscribe(topic)
     consumer.register_message_listener(listener)
-    consumer.register_consume_message_hook(Recorder())
+    consumer.register_consume_message_hook(HookRecorder(seen))
     await consumer.start()
     try:
         ok_id, later_id = await send(remoting_cluster, topic, [b"ok", b"later"])
