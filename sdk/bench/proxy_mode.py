@@ -31,15 +31,13 @@ import os
 import pstats
 import statistics
 import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Sequence
 
 from orbitmq.bench.drain import drain as run_drain
 from orbitmq.bench.drain import fill, format_drain
 from orbitmq.bench.load import LoadOptions, run_send_load
-from orbitmq.bench.local_process import READY_LINE, local_ports_args
+from orbitmq.bench.local_process import launch_local, local_ports_args
 from orbitmq.bench.metrics import tree_cpu_seconds
 from orbitmq.bench.scenario import stop_local
 from orbitmq.bench.stats import format_summary
@@ -71,19 +69,9 @@ BUCKETS = (("idle", ("<method 'poll' of 'select.epoll' objects>",)),
 
 def launch(mode: str, data_dir: str, ports: list[int], profile: str | None = None) -> subprocess.Popen:
     """`orbitmq local` in ``mode``, under cProfile writing ``profile`` when given."""
-    prefix = ["-m", "cProfile", "-o", profile] if profile else []
-    argv = [sys.executable, *prefix, "-m", "orbitmq", "local", "--data-dir", data_dir, *local_ports_args(*ports),
-            *MODES[mode], "metricsExporterType=DISABLE"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if not line and proc.poll() is not None:
-            raise RuntimeError(f"orbitmq local ({mode}) exited before it was ready")
-        if READY_LINE in line:
-            return proc
-    proc.kill()
-    raise RuntimeError(f"orbitmq local ({mode}) did not become ready")
+    return launch_local(data_dir, [*local_ports_args(*ports), *MODES[mode], "metricsExporterType=DISABLE"],
+                        timeout=120, python_args=["-m", "cProfile", "-o", profile] if profile else [],
+                        what=f"orbitmq local ({mode})")
 
 
 async def measure(mode: str, opts: LoadOptions, messages: int, profile: str | None = None) -> dict:
