@@ -29,7 +29,7 @@ from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2_grpc as sgrpc
-from tests.compat.conformance import grpc_compare
+from tests.compat.conformance import grpc_compare, report
 from tests.compat.conformance.grpc_compare import Answer, differences
 from tests.compat.conformance.grpc_corpus import (
     BROKER,
@@ -45,6 +45,7 @@ from tests.compat.conformance.grpc_corpus import (
     GCase,
     State,
 )
+from tests.compat.conformance.report import Row
 from tests.support import ProcessRunner, free_port, start_broker, start_namesrv
 from tests.support.apache import Apache, wait_proxy, wait_registered
 
@@ -66,18 +67,6 @@ class Side:
     namesrv: str
     broker: str
     proxy: str
-
-
-@dataclass(frozen=True)
-class Row:
-    case: GCase
-    diffs: list[str]
-    apache: Answer | None = None
-    orbit: Answer | None = None
-
-    @property
-    def deviation(self) -> str | None:
-        return DEVIATIONS.get(self.case.name)
 
 
 def start_sides(runner: ProcessRunner) -> tuple[Side, Side]:
@@ -236,7 +225,8 @@ def compare_all(apache: Side, orbit: Side, cases: list[GCase] = CASES) -> list[R
             for state, answer in zip(states, (a, o), strict=True):
                 if case.keep is not None and answer.grpc_code == "OK":
                     case.keep(state, answer)
-            rows.append(Row(case, differences(a, o, depth=case.depth, values=case.values, count=case.count), a, o))
+            rows.append(Row(case, differences(a, o, depth=case.depth, values=case.values, count=case.count), a, o,
+                            DEVIATIONS))
         return rows
     finally:
         for session in sessions:
@@ -246,21 +236,10 @@ def compare_all(apache: Side, orbit: Side, cases: list[GCase] = CASES) -> list[R
 
 
 def table(rows: list[Row]) -> str:
-    lines = [f"{len(rows)} gRPC requests, {sum(1 for r in rows if r.diffs)} differ "
-             f"({sum(1 for r in rows if r.diffs and r.deviation)} recorded deviations)", ""]
-    for row in rows:
-        if not row.diffs:
-            continue
-        mark = "deviation" if row.deviation else "DIFFERS"
-        lines.append(f"{mark:9}  {row.case.rpc:32}  {row.case.name}")
-        lines.extend(f"           {d}" for d in row.diffs)
-        if row.deviation:
-            lines.append(f"           reason: {row.deviation}")
-    return "\n".join(lines)
+    return report.table(rows, "gRPC requests", lambda case: f"{case.rpc:32}")
 
 
-def unexpected(rows: list[Row]) -> list[Row]:
-    return [r for r in rows if r.diffs and not r.deviation]
+unexpected = report.unexpected
 
 
 def stop(runner: ProcessRunner) -> None:

@@ -21,8 +21,10 @@ from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting.client import RemotingClient
 from orbitmq.remoting.protocol import RemotingCommand
+from tests.compat.conformance import report
 from tests.compat.conformance.compare import Answer, differences
 from tests.compat.conformance.corpus import BROKER, CASES, COMMITTED, DEVIATIONS, GROUP, MESSAGES, TOPIC, Case
+from tests.compat.conformance.report import Row
 from tests.support import ProcessRunner, start_broker, start_namesrv
 from tests.support.apache import Apache, wait_registered
 
@@ -34,18 +36,6 @@ class Side:
     kind: str  # "apache" | "orbitmq"
     namesrv: str
     broker: str
-
-
-@dataclass(frozen=True)
-class Row:
-    case: Case
-    diffs: list[str]
-    apache: Answer | None = None
-    orbit: Answer | None = None
-
-    @property
-    def deviation(self) -> str | None:
-        return DEVIATIONS.get(self.case.name)
 
 
 def start_sides(runner: ProcessRunner) -> tuple[Side, Side]:
@@ -110,26 +100,15 @@ async def compare_all(apache: Side, orbit: Side, cases: list[Case] = CASES) -> l
             a = await ask(client, apache, case)
             o = await ask(client, orbit, case)
             rows.append(Row(case, differences(a, o, body_depth=case.body_depth, values=case.values,
-                                              ignore_fields=case.ignore_fields), a, o))
+                                              ignore_fields=case.ignore_fields), a, o, DEVIATIONS))
     return rows
 
 
 def table(rows: list[Row]) -> str:
-    lines = [f"{len(rows)} requests, {sum(1 for r in rows if r.diffs)} differ "
-             f"({sum(1 for r in rows if r.diffs and r.deviation)} recorded deviations)", ""]
-    for row in rows:
-        if not row.diffs:
-            continue
-        mark = "deviation" if row.deviation else "DIFFERS"
-        lines.append(f"{mark:9}  {row.case.target:7}  {row.case.name}")
-        lines.extend(f"           {d}" for d in row.diffs)
-        if row.deviation:
-            lines.append(f"           reason: {row.deviation}")
-    return "\n".join(lines)
+    return report.table(rows, "requests", lambda case: f"{case.target:7}")
 
 
-def unexpected(rows: list[Row]) -> list[Row]:
-    return [r for r in rows if r.diffs and not r.deviation]
+unexpected = report.unexpected
 
 
 def main(argv: list[str] | None = None) -> int:
