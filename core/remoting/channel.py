@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import inspect
 import itertools
 import logging
 import struct
@@ -28,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from orbitmq.remoting.closing import CloseNotifying
 from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.errors import (
     RemotingCommandError,
@@ -48,8 +48,6 @@ log = logging.getLogger("orbitmq.remoting")
 # responses that running processors may be waiting for.
 DEFAULT_MAX_CONCURRENT_REQUESTS = 10000
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
-
-CloseListener = Callable[["Channel"], Any]
 
 _current_task = asyncio.current_task
 _LENGTH = struct.Struct(">i")
@@ -76,7 +74,7 @@ def _format_addr(peer: Any) -> str:
     return str(peer)
 
 
-class Channel(asyncio.Protocol):
+class Channel(CloseNotifying, asyncio.Protocol):
     """Create it through ``loop.create_connection``/``create_server`` with a factory."""
 
     def __init__(self, processors: ProcessorTable, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
@@ -96,9 +94,7 @@ class Channel(asyncio.Protocol):
         self._on_connected = on_connected
         self._response_table: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._close_listeners: list[CloseListener] = []
-        self._closed = False
-        self._closed_event = asyncio.Event()
+        self._init_closing()
         self._lost = self._loop.create_future()
         # read side: bytes of an incomplete frame
         self._buffer = bytearray()
@@ -130,20 +126,6 @@ class Channel(asyncio.Protocol):
 
     def __repr__(self) -> str:
         return f"Channel({self.local_address} -> {self.remote_address})"
-
-    @property
-    def is_active(self) -> bool:
-        return not self._closed
-
-    def on_close(self, listener: CloseListener) -> None:
-        """Call ``listener(channel)`` (sync or async) once when the connection goes away."""
-        if self._closed:
-            self._run_listener(listener)
-        else:
-            self._close_listeners.append(listener)
-
-    async def wait_closed(self) -> None:
-        await self._closed_event.wait()
 
     async def serve(self) -> None:
         """Returns when the connection ends (peer closed, error, or bad frame)."""
@@ -500,19 +482,7 @@ class Channel(asyncio.Protocol):
         for task in list(self._tasks):
             task.cancel()
         self._wake_writers(ConnectionResetError("channel closed"))
-        listeners, self._close_listeners = self._close_listeners, []
-        for listener in listeners:
-            self._run_listener(listener)
-        self._closed_event.set()
-
-    def _run_listener(self, listener: CloseListener) -> None:
-        try:
-            result = listener(self)
-            if inspect.isawaitable(result):
-                task = asyncio.ensure_future(result)
-                task.add_done_callback(_log_listener_failure)
-        except Exception:
-            log.exception("close listener failed for %s", self.remote_address)
+        self._notify_closed()
 
     async def close(self) -> None:
         self._begin_close()
@@ -523,6 +493,3 @@ class Channel(asyncio.Protocol):
                 pass
 
 
-def _log_listener_failure(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("close listener failed", exc_info=task.exception())

@@ -108,9 +108,8 @@ class RemotingServer:
         in-process caller (the proxy's local mode, services/proxy/local.py) dispatches to it."""
         return self._processors
 
-    def attach(self, channel: Any) -> None:
-        """Adopt an in-process channel as if accepted: the connect listeners run for it (the broker
-        then forgets its producers and consumers when it closes) and close() closes it."""
+    def _adopt(self, channel: Any) -> None:
+        """Count the channel as open until it closes, and run the connect listeners for it."""
         self._channels.add(channel)
         channel.on_close(self._channels.discard)
         for listener in self._connect_listeners:
@@ -118,6 +117,11 @@ class RemotingServer:
                 listener(channel)
             except Exception:
                 log.exception("connect listener failed for %s", channel.remote_address)
+
+    def attach(self, channel: Any) -> None:
+        """Adopt an in-process channel as if accepted: the connect listeners run for it (the broker
+        then forgets its producers and consumers when it closes) and close() closes it."""
+        self._adopt(channel)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -159,13 +163,7 @@ class RemotingServer:
                             len(self._channels), self._max_connections)
             channel._begin_close()
             return
-        self._channels.add(channel)
-        channel.on_close(self._channels.discard)
-        for listener in self._connect_listeners:
-            try:
-                listener(channel)
-            except Exception:
-                log.exception("connect listener failed for %s", channel.remote_address)
+        self._adopt(channel)
 
     async def begin_go_away(self) -> None:
         """NettyRemotingServer#shutdown with enableShutdownGracefully: for shutdownWaitTimeSeconds,

@@ -29,20 +29,17 @@ which is the connection cluster mode would hold open.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from orbitmq.remoting.client import RemotingClient
+from orbitmq.remoting.closing import CloseNotifying
 from orbitmq.remoting.errors import RemotingSendRequestError, RemotingTimeoutError
 from orbitmq.remoting.processor import ProcessorTable
 from orbitmq.remoting.protocol import RPC_ONEWAY, RPC_TYPE_RESPONSE, RemotingCommand
 
 log = logging.getLogger("orbitmq.proxy.local")
 
-CloseListener = Callable[[Any], Any]
-_listener_tasks: set[asyncio.Future[Any]] = set()
 
 
 def _as_received(cmd: RemotingCommand, flag: int) -> RemotingCommand:
@@ -63,7 +60,7 @@ def _as_received(cmd: RemotingCommand, flag: int) -> RemotingCommand:
                            cmd.serialize_type)
 
 
-class LocalChannel:
+class LocalChannel(CloseNotifying):
     """One end of an in-process Remoting connection (upstream SimpleChannel): requests invoked on
     it run on the other end's processor table, with the other end as the channel they came on."""
 
@@ -75,26 +72,11 @@ class LocalChannel:
         self.peer: LocalChannel | None = None
         self.local_address = local_address
         self.remote_address = remote_address
-        self._closed = False
-        self._closed_event = asyncio.Event()
-        self._close_listeners: list[CloseListener] = []
+        self._init_closing()
         self._oneway: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
         return f"LocalChannel({self.local_address} -> {self.remote_address})"
-
-    @property
-    def is_active(self) -> bool:
-        return not self._closed
-
-    def on_close(self, listener: CloseListener) -> None:
-        if self._closed:
-            self._run_listener(listener)
-        else:
-            self._close_listeners.append(listener)
-
-    async def wait_closed(self) -> None:
-        await self._closed_event.wait()
 
     async def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:  # noqa: ASYNC109
         """The peer's processor's response. Proxy to broker the processor runs inline and without a
@@ -142,22 +124,9 @@ class LocalChannel:
         self._closed = True
         for task in list(self._oneway):
             task.cancel()
-        listeners, self._close_listeners = self._close_listeners, []
-        for listener in listeners:
-            self._run_listener(listener)
-        self._closed_event.set()
+        self._notify_closed()
         if self.peer is not None:
             self.peer._begin_close()
-
-    def _run_listener(self, listener: CloseListener) -> None:
-        try:
-            result = listener(self)
-            if inspect.isawaitable(result):
-                task = asyncio.ensure_future(result)
-                _listener_tasks.add(task)  # a reference until it ends
-                task.add_done_callback(_listener_tasks.discard)
-        except Exception:
-            log.exception("close listener failed for %s", self)
 
     async def close(self) -> None:
         self._begin_close()
