@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import grpc
 
 from orbitmq.bench.load import CHANNEL_OPTIONS, client_metadata
+from orbitmq.bench.settings_stream import consumer_settings
 from orbitmq.bench.stats import Stats, format_summary
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
@@ -57,52 +58,54 @@ async def run_consume_load(opts: ConsumeOptions, stop: asyncio.Event | None = No
     async with grpc.aio.insecure_channel(opts.endpoint, options=CHANNEL_OPTIONS) as channel:
         stub = sgrpc.MessagingServiceStub(channel)
         await channel.channel_ready()
-        if ready_line:
-            print(ready_line, flush=True)
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        end = start + opts.duration
+        # Apache's proxy receives only for a client that sent its Settings first.
+        async with consumer_settings(channel, metadata, opts.group, opts.topic, opts.polling_ms):
+            if ready_line:
+                print(ready_line, flush=True)
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            end = start + opts.duration
 
-        last_message_at = start
+            last_message_at = start
 
-        async def worker() -> None:
-            nonlocal last_message_at
-            while loop.time() < end and not (stop and stop.is_set()):
-                if opts.idle_stop_s and stats.messages and loop.time() - last_message_at > opts.idle_stop_s:
-                    return
-                received: list[pb.Message] = []
-                try:
-                    async for response in stub.ReceiveMessage(request, metadata=metadata,
-                                                              timeout=opts.polling_ms / 1000 + 5):
-                        if response.HasField("message"):
-                            now_ms = time.time() * 1000
-                            props = response.message.system_properties
-                            born = props.born_timestamp.ToMilliseconds()
-                            stats.latencies_ms.append(max(0.0, now_ms - born))
-                            if props.HasField("store_timestamp"):
-                                stored = props.store_timestamp.ToMilliseconds()
-                                stats.send_leg_ms.append(max(0.0, stored - born))
-                                stats.consume_leg_ms.append(max(0.0, now_ms - stored))
-                            received.append(response.message)
-                except grpc.aio.AioRpcError as exc:
-                    stats.add_error(f"ReceiveMessage gRPC {exc.code().name}: {exc.details()}")
-                    continue
-                stats.requests += 1
-                if not received:
-                    continue
-                stats.messages += len(received)
-                last_message_at = loop.time()
-                entries = [spb.AckMessageEntry(message_id=m.system_properties.message_id,
-                                               receipt_handle=m.system_properties.receipt_handle) for m in received]
-                ack = await stub.AckMessage(spb.AckMessageRequest(
-                    group=pb.Resource(name=opts.group), topic=pb.Resource(name=opts.topic), entries=entries),
-                    metadata=metadata, timeout=10)
-                if ack.status.code != pb.Code.OK:
-                    stats.add_error(f"AckMessage {pb.Code.Name(ack.status.code)}: {ack.status.message}")
+            async def worker() -> None:
+                nonlocal last_message_at
+                while loop.time() < end and not (stop and stop.is_set()):
+                    if opts.idle_stop_s and stats.messages and loop.time() - last_message_at > opts.idle_stop_s:
+                        return
+                    received: list[pb.Message] = []
+                    try:
+                        async for response in stub.ReceiveMessage(request, metadata=metadata,
+                                                                  timeout=opts.polling_ms / 1000 + 5):
+                            if response.HasField("message"):
+                                now_ms = time.time() * 1000
+                                props = response.message.system_properties
+                                born = props.born_timestamp.ToMilliseconds()
+                                stats.latencies_ms.append(max(0.0, now_ms - born))
+                                if props.HasField("store_timestamp"):
+                                    stored = props.store_timestamp.ToMilliseconds()
+                                    stats.send_leg_ms.append(max(0.0, stored - born))
+                                    stats.consume_leg_ms.append(max(0.0, now_ms - stored))
+                                received.append(response.message)
+                    except grpc.aio.AioRpcError as exc:
+                        stats.add_error(f"ReceiveMessage gRPC {exc.code().name}: {exc.details()}")
+                        continue
+                    stats.requests += 1
+                    if not received:
+                        continue
+                    stats.messages += len(received)
+                    last_message_at = loop.time()
+                    entries = [spb.AckMessageEntry(message_id=m.system_properties.message_id,
+                                                   receipt_handle=m.system_properties.receipt_handle) for m in received]
+                    ack = await stub.AckMessage(spb.AckMessageRequest(
+                        group=pb.Resource(name=opts.group), topic=pb.Resource(name=opts.topic), entries=entries),
+                        metadata=metadata, timeout=10)
+                    if ack.status.code != pb.Code.OK:
+                        stats.add_error(f"AckMessage {pb.Code.Name(ack.status.code)}: {ack.status.message}")
 
-        await asyncio.gather(*(worker() for _ in range(opts.concurrency)))
-        # Consume TPS is over the time messages kept arriving, not the idle polling after them.
-        stats.elapsed_s = (last_message_at if stats.messages else loop.time()) - start
+            await asyncio.gather(*(worker() for _ in range(opts.concurrency)))
+            # Consume TPS is over the time messages kept arriving, not the idle polling after them.
+            stats.elapsed_s = (last_message_at if stats.messages else loop.time()) - start
     return stats
 
 

@@ -23,6 +23,7 @@ import grpc
 
 from orbitmq.bench.consumer import _duration
 from orbitmq.bench.load import CHANNEL_OPTIONS, client_metadata
+from orbitmq.bench.settings_stream import consumer_settings
 from orbitmq.common.message_id import create_uniq_id
 from orbitmq.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from orbitmq.proto.apache.rocketmq.v2 import service_pb2 as spb
@@ -102,45 +103,47 @@ async def drain(endpoint: str, topic: str, group: str, expected: int, batch: int
     async with grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS) as channel:
         stub = sgrpc.MessagingServiceStub(channel)
         await channel.channel_ready()
-        loop = asyncio.get_running_loop()
-        start = last = loop.time()
-        done = asyncio.Event()
+        # Apache's proxy receives only for a client that sent its Settings first.
+        async with consumer_settings(channel, metadata, group, topic, polling_ms):
+            loop = asyncio.get_running_loop()
+            start = last = loop.time()
+            done = asyncio.Event()
 
-        async def worker() -> None:
-            nonlocal last
-            while not done.is_set():
-                if loop.time() - last > idle_stop_s:
-                    return
-                received = []
-                try:
-                    async for response in stub.ReceiveMessage(request, metadata=metadata,
-                                                              timeout=polling_ms / 1000 + 10):
-                        if response.HasField("message"):
-                            received.append(response.message)
-                except grpc.aio.AioRpcError as exc:
-                    result.errors += 1
-                    if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            async def worker() -> None:
+                nonlocal last
+                while not done.is_set():
+                    if loop.time() - last > idle_stop_s:
                         return
-                    continue
-                if not received:
-                    continue
-                entries = []
-                for m in received:
-                    sp = m.system_properties
-                    ids[sp.message_id] += 1
-                    entries.append(spb.AckMessageEntry(message_id=sp.message_id, receipt_handle=sp.receipt_handle))
-                result.received += len(received)
-                ack = await stub.AckMessage(spb.AckMessageRequest(
-                    group=pb.Resource(name=group), topic=pb.Resource(name=topic), entries=entries),
-                    metadata=metadata, timeout=10)
-                if ack.status.code != OK:
-                    result.errors += 1
-                last = loop.time()
-                if expected and len(ids) >= expected:
-                    done.set()
+                    received = []
+                    try:
+                        async for response in stub.ReceiveMessage(request, metadata=metadata,
+                                                                  timeout=polling_ms / 1000 + 10):
+                            if response.HasField("message"):
+                                received.append(response.message)
+                    except grpc.aio.AioRpcError as exc:
+                        result.errors += 1
+                        if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                            return
+                        continue
+                    if not received:
+                        continue
+                    entries = []
+                    for m in received:
+                        sp = m.system_properties
+                        ids[sp.message_id] += 1
+                        entries.append(spb.AckMessageEntry(message_id=sp.message_id, receipt_handle=sp.receipt_handle))
+                    result.received += len(received)
+                    ack = await stub.AckMessage(spb.AckMessageRequest(
+                        group=pb.Resource(name=group), topic=pb.Resource(name=topic), entries=entries),
+                        metadata=metadata, timeout=10)
+                    if ack.status.code != OK:
+                        result.errors += 1
+                    last = loop.time()
+                    if expected and len(ids) >= expected:
+                        done.set()
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        result.elapsed_s = last - start
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            result.elapsed_s = last - start
     return result
 
 
