@@ -44,6 +44,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "spark-read": ("orbitmq.bench.spark_read", "Spark streaming read draining a backlog vs the SDK PullConsumer"),
     "metadata": ("orbitmq.bench.metadata",
                  "topic/group creation rate at 1k/10k/100k topics, broker memory per topic, restart time"),
+    "rocketmq": ("orbitmq.bench.rocketmq",
+                 "the same loads against Apache RocketMQ and OrbitMQ in one run, both figures and the ratio"),
 }
 
 
