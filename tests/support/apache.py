@@ -119,15 +119,25 @@ class ApacheBroker:
     cluster: str
 
 
+# TlsSystemConfig's system properties for servers that take TLS only (with the self-signed test
+# certificate) and connect to each other over TLS, as tls.server.mode=enforcing does on OrbitMQ.
+TLS_FLAGS = ["-Dtls.server.mode=enforcing", "-Dtls.test.mode.enable=true", "-Dtls.enable=true",
+             "-Dtls.client.authServer=false"]
+
+
 class Apache:
     """Starts Apache RocketMQ servers under ``runner`` (which stops them by PID), each in
-    ``runner.workdir/<name>``. ``fast_start=False`` drops the C1-only flag (for benchmarks)."""
+    ``runner.workdir/<name>``. ``fast_start=False`` drops the C1-only flag (for benchmarks);
+    ``tls=True`` gives every server TLS_FLAGS (and the readiness probes speak TLS)."""
 
-    def __init__(self, runner: ProcessRunner, fast_start: bool = True) -> None:
+    def __init__(self, runner: ProcessRunner, fast_start: bool = True, tls: bool = False) -> None:
         self.runner = runner
         self.entries = classpath()
         self.cp = os.pathsep.join(self.entries)
+        self.tls = tls
         self.flags = [f for f in COMMON_FLAGS if fast_start or f != "-XX:TieredStopAtLevel=1"]
+        if tls:
+            self.flags += TLS_FLAGS
 
     def spawn(self, kind: str, name: str, args: list[str], jvm_flags: list[str] | None = None) -> ApacheProcess:
         """Start ``kind``'s main class without waiting; ``jvm_flags`` come after the defaults."""
@@ -205,7 +215,7 @@ class Apache:
         host, port = broker.addr.rsplit(":", 1)
         broker.process.wait_ready((host, int(port)), BROKER_BOOT, timeout)
         if namesrv:
-            wait_registered(namesrv, broker.name, broker.addr, broker.process, timeout)
+            wait_registered(namesrv, broker.name, broker.addr, broker.process, timeout, tls=self.tls)
 
     # ---- proxy -------------------------------------------------------------------------------
 
@@ -255,10 +265,14 @@ def wait_proxy(proc: ManagedProcess, grpc_addr: str, timeout: float = BOOT_TIMEO
 
 
 def wait_registered(namesrv: str, broker_name: str, addr: str, proc: ManagedProcess | None = None,
-                    timeout: float = BOOT_TIMEOUT) -> None:
-    """Until GET_BROKER_CLUSTER_INFO of ``namesrv`` lists ``addr`` under ``broker_name``."""
+                    timeout: float = BOOT_TIMEOUT, tls: bool = False) -> None:
+    """Until GET_BROKER_CLUSTER_INFO of ``namesrv`` (over TLS with ``tls``) lists ``addr`` under
+    ``broker_name``."""
     async def probe() -> None:
         api = MQClientAPI(timeout=3)
+        if tls:
+            from orbitmq.remoting.tls import client_ssl_context
+            api.remoting.ssl_context = client_ssl_context(type("Tls", (), {"tls_enable": True})())
         deadline = time.monotonic() + timeout
         try:
             while True:

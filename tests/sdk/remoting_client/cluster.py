@@ -126,18 +126,18 @@ def start_remoting_cluster(workdir: Path, brokers: tuple[str, ...] = ("broker-a"
 APACHE_KEYS: dict[str, str] = {"transactionOpBatchInterval": "100", "transactionCheckInterval": "2000"}
 
 
-def start_apache_cluster(workdir: Path, brokers: tuple[str, ...] = ("broker-a", "broker-b"),
+def start_apache_cluster(workdir: Path, brokers: tuple[str, ...] = ("broker-a", "broker-b"), tls: bool = False,
                          **keys: Any) -> RemotingCluster:
     """The same cluster of Apache RocketMQ's own servers (tests/support/apache.py: `make apache`):
-    an Apache NameServer and one Apache master per broker name, with BROKER_KEYS. The caller stops
-    ``runner``."""
+    an Apache NameServer and one Apache master per broker name, with BROKER_KEYS; ``tls``: every
+    server takes TLS only (tests/support/apache.py's TLS_FLAGS). The caller stops ``runner``."""
     from tests.support.apache import Apache
 
     runner = ProcessRunner(workdir)
     try:
-        apache = Apache(runner)
+        apache = Apache(runner, tls=tls)
         ns_proc, namesrv = apache.namesrv()
-        cluster = RemotingCluster(runner, namesrv, {}, {"namesrv": ns_proc})
+        cluster = RemotingCluster(runner, namesrv, {}, {"namesrv": ns_proc}, tls=tls)
         started = [apache.broker(namesrv, name, broker_name=name, cluster=CLUSTER_NAME, wait=False,
                                  **{k: v for k, v in {**BROKER_KEYS, **APACHE_KEYS, **keys}.items()
                                     if k != "brokerClusterName"})
