@@ -57,7 +57,7 @@ NOT_MEASURED = {
     "java_grpc_sends": "the Java gRPC load generator (rocketmq-client-java) is not written yet",
     "java_remoting": "the Java Remoting producer main is not written yet; OrbitMQ's Python Remoting "
                      "producer drives both brokers instead",
-    "sync_flush": "a SYNC_FLUSH pair of clusters is not wired into this bench yet",
+    "sync_flush": "this run flushes asynchronously; run again with --sync-flush (both brokers SYNC_FLUSH)",
     "replicas3": "the 3-replica controller-mode set (controllers + 3 brokers on both sides) is not wired "
                  "into this bench yet",
     "profile": "the py-spy/cProfile capture of the slowest path is not wired in; per-process CPU per "
