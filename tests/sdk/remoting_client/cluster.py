@@ -22,6 +22,7 @@ from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 from tests.interop.harness import _run, unique
 from tests.support import ManagedProcess, ProcessRunner, start_broker, start_namesrv
+from tests.support.services import NAMESRV_BOOT_TEXT
 
 T = TypeVar("T")
 
@@ -45,6 +46,8 @@ class RemotingCluster:
     processes: dict[str, ManagedProcess] = field(default_factory=dict)
     credentials: tuple[str, str] | None = None  # signs the admin calls of an ACL cluster
     tls: bool = False  # the admin calls of a TLS (enforcing) cluster go over TLS
+    # starts the NameServer again on its address (after a test killed it), returning the process
+    restart_namesrv: Callable[[], ManagedProcess] | None = None
 
     def api_call(self, fn: Callable[[MQClientAPI], Awaitable[T]]) -> T:
         """Run ``fn(api)`` against the cluster (own loop and thread, usable from async tests)."""
@@ -104,7 +107,13 @@ def start_remoting_cluster(workdir: Path, brokers: tuple[str, ...] = ("broker-a"
     runner = ProcessRunner(workdir)
     try:
         ns_proc, namesrv = start_namesrv(runner, *namesrv_args, kv_path=workdir / "kv.json")
-        cluster = RemotingCluster(runner, namesrv, {}, {"namesrv": ns_proc})
+
+        def restart() -> ManagedProcess:
+            argv = ns_proc.argv[ns_proc.argv.index("namesrv") + 1:]
+            return runner.start("namesrv", argv, ready_port=int(namesrv.rsplit(":", 1)[1]),
+                                ready_text=NAMESRV_BOOT_TEXT, name="namesrv-restarted")
+
+        cluster = RemotingCluster(runner, namesrv, {}, {"namesrv": ns_proc}, restart_namesrv=restart)
         for name in brokers:
             proc, addr = start_broker(runner, workdir / name, namesrv, name=name, store=workdir / name / "store",
                                       **{**BROKER_KEYS, "brokerName": name, **keys})
@@ -137,7 +146,11 @@ def start_apache_cluster(workdir: Path, brokers: tuple[str, ...] = ("broker-a", 
     try:
         apache = Apache(runner, tls=tls)
         ns_proc, namesrv = apache.namesrv()
-        cluster = RemotingCluster(runner, namesrv, {}, {"namesrv": ns_proc}, tls=tls)
+
+        def restart() -> ManagedProcess:
+            return apache.namesrv("apache-namesrv-restarted", port=int(namesrv.rsplit(":", 1)[1]))[0]
+
+        cluster = RemotingCluster(runner, namesrv, {}, {"namesrv": ns_proc}, tls=tls, restart_namesrv=restart)
         started = [apache.broker(namesrv, name, broker_name=name, cluster=CLUSTER_NAME, wait=False,
                                  **{k: v for k, v in {**BROKER_KEYS, **APACHE_KEYS, **keys}.items()
                                     if k != "brokerClusterName"})

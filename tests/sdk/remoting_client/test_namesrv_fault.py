@@ -25,7 +25,6 @@ from orbitmq.remoting_client.consumer import (
 )
 from orbitmq.remoting_client.producer.producer import AsyncDefaultMQProducer
 from tests.sdk.remoting_client.cluster import RemotingCluster, serve_cluster, start_remoting_cluster, unique
-from tests.support.services import NAMESRV_BOOT_TEXT
 
 
 @pytest.fixture(scope="module")
@@ -85,11 +84,8 @@ async def test_clients_outlive_a_namesrv_restart_and_refresh_routes(ns_cluster: 
         down_sent, down_got = len(sent), len(got)
         await asyncio.sleep(3.0)  # three route polls and heartbeats fail meanwhile
         assert len(sent) > down_sent + 20 and len(got) > down_got + 20  # cached routes carry both on
-        ns_port = int(cluster.namesrv.rsplit(":", 1)[1])
-        restarted = await cluster.runner.astart("namesrv", ns_proc.argv[ns_proc.argv.index("namesrv") + 1:],
-                                                ready_port=ns_port, ready_text=NAMESRV_BOOT_TEXT,
-                                                name="namesrv-restarted")
-        cluster.processes["namesrv"] = restarted
+        assert cluster.restart_namesrv is not None
+        cluster.processes["namesrv"] = await asyncio.to_thread(cluster.restart_namesrv)
         # broker-b gets queues of the topic only now: clients can learn of them from the new NameServer alone
         await asyncio.to_thread(cluster.create_topic, topic, 2)
         await wait_for(lambda: "broker-b" in sent.values(), what="a send to broker-b after the restart")
