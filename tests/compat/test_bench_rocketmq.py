@@ -14,15 +14,12 @@ import sys
 
 import pytest
 
-from tests.support.apache import SUITE_DIR
 from tests.support.source_roots import REPO
 
 pytestmark = pytest.mark.timeout(180)
 
 
 def test_bench_rocketmq_quick_sends_prints_both_sides() -> None:
-    if not (SUITE_DIR / "target" / "classpath.txt").is_file():
-        pytest.skip("Apache RocketMQ is not fetched: run `make apache`")
     run = subprocess.run([sys.executable, "-m", "orbitmq", "bench", "rocketmq", "--quick", "--only", "sends",
                           "--json"], cwd=REPO, capture_output=True, text=True, timeout=150, check=False)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
