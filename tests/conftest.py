@@ -7,6 +7,8 @@ NameServer process. ``async_remoting_client`` is a RemotingClient closed after t
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -32,6 +34,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
 
 def _test_failed(node: pytest.Item) -> bool:
     return any(getattr(getattr(node, f"rep_{phase}", None), "failed", False) for phase in ("setup", "call"))
+
+
+@pytest.fixture(autouse=True)
+def _main_thread_event_loop(request: pytest.FixtureRequest) -> None:
+    """Give a synchronous test a current event loop in the main thread when it has none.
+
+    The official Python client builds its grpc.aio calls (the Telemetry stream) in the caller's
+    thread, which needs ``asyncio.get_event_loop()`` to work there; an earlier test on the same
+    xdist worker that ran ``asyncio.run()`` leaves the main thread with no loop set, and the
+    client's start-up then fails with "no current event loop". Async tests get theirs from
+    pytest-asyncio.
+    """
+    if inspect.iscoroutinefunction(getattr(request, "function", None)):
+        return
+    try:
+        asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 @pytest.fixture

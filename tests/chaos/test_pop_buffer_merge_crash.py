@@ -15,7 +15,7 @@ from pathlib import Path
 from orbitmq.remoting import RemotingClient
 from orbitmq.remoting.codes import ResponseCode
 from tests.integration.test_pop import BROKER, ack, create_topic, pop, pop_until, send
-from tests.integration.test_pop_buffer_merge import revive_records, start_merge_broker
+from tests.integration.test_pop_buffer_merge_broker import revive_records, start_merge_broker
 from tests.support import free_port
 
 # BrokerConfig.flushConsumerOffsetInterval: after this, pop offsets and revive offsets are on disk.
