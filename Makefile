@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard proto/apache/rocketmq/v2/*.proto)
 PROTO_STAMP := sdk/proto/.generated
 
-.PHONY: setup run test test-unit proto lint bench bench-store clean node tools fuzz clients java-clients go-clients apache compat
+.PHONY: setup run test test-unit proto lint bench bench-store clean node tools fuzz clients java-clients go-clients apache kafka compat
 
 SPEEDUPS := $(shell find core sdk services -name '_speedups*.pyx' -o -name '_speedups*.pxi' 2>/dev/null)
 
@@ -57,7 +57,10 @@ CACHE := $(CURDIR)/.cache
 # Apache RocketMQ's own servers (tests/compat/apache/pom.xml, read by tests/support/apache.py): a
 # suite like the clients' (classpath in its target/), fetched with them; `make apache` fetches it alone.
 APACHE_POM := tests/compat/apache/pom.xml
-JAVA_SUITES := $(wildcard tests/interop/java/*/pom.xml) $(APACHE_POM)
+# Apache Kafka's broker and Spark's Kafka connector, `orbitmq bench spark`'s peer (read by
+# sdk/bench/kafka_kraft.py): two suites, so the broker's jars never reach Spark; `make kafka` alone.
+KAFKA_POMS := tests/compat/kafka/pom.xml tests/compat/spark-kafka/pom.xml
+JAVA_SUITES := $(wildcard tests/interop/java/*/pom.xml) $(APACHE_POM) $(KAFKA_POMS)
 GO_SUITES := $(wildcard tests/interop/go/*/go.mod)
 MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CACHE)/m2
 GO_ENV := GOPATH=$(CACHE)/go GOMODCACHE=$(CACHE)/go/mod GOCACHE=$(CACHE)/go/build GOFLAGS=-mod=mod GOSUMDB=off GOTOOLCHAIN=local
@@ -76,6 +79,9 @@ java-clients:
 
 apache:
 	@$(MAKE) --no-print-directory java-clients JAVA_SUITES=$(APACHE_POM)
+
+kafka:
+	@$(MAKE) --no-print-directory java-clients JAVA_SUITES="$(KAFKA_POMS)"
 
 # Differential conformance (tests/compat/conformance): the Remoting corpus to Apache RocketMQ's and
 # OrbitMQ's NameServer and broker, then the gRPC corpus to both proxies (grpc_run), each table of
