@@ -39,8 +39,10 @@ STREAM_READ_OPTIONS = {**READ_OPTIONS, "maxmessagespertrigger": "maxMessagesPerT
                        "maxoffsetspertrigger": "maxOffsetsPerTrigger", "minoffsetspertrigger": "minOffsetsPerTrigger",
                        "maxtriggerdelay": "maxTriggerDelay", "consumergroup": "consumerGroup"}
 WRITE_OPTIONS = {**_COMMON, "deterministicmessageids": "deterministicMessageIds"}
-# What Spark itself may pass along with the user's options (writeStream's checkpoint).
-_SPARK_OWN = {"checkpointlocation"}
+# What Spark itself may pass along with the user's options: writeStream's checkpoint, and the
+# name DataStreamWriter.queryName keeps among the writer's options (a Declarative Pipeline's sink
+# flow, SinkWrite, names its query after the flow).
+_SPARK_OWN = {"checkpointlocation", "queryname"}
 
 # The group PullMessage names when the query commits no offsets (brokers create it on first use
 # with autoCreateSubscriptionGroup=true, RocketMQ's default; otherwise create it or set consumerGroup).
