@@ -42,6 +42,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "sql-filter": ("orbitmq.broker.filter.bench",
                    "SQL92 consumer matching 1 percent of a backlog, ConsumeQueue extension + bloom bit maps off vs on"),
     "spark-read": ("orbitmq.bench.spark_read", "Spark streaming read draining a backlog vs the SDK PullConsumer"),
+    "spark": ("orbitmq.bench.spark_pipeline",
+              "Spark batch write/read and a streaming pipeline, rocketmq source/sink vs Kafka's, same run"),
     "metadata": ("orbitmq.bench.metadata",
                  "topic/group creation rate at 1k/10k/100k topics, broker memory per topic, restart time"),
     "rocketmq": ("orbitmq.bench.rocketmq",
