@@ -8,6 +8,9 @@ With `make run` (orbitmq local on 127.0.0.1:8081) running in another terminal:
     .venv/bin/python examples/spark_pipeline.py --produce 1000     # runs until Ctrl-C
     .venv/bin/orbitmq admin consumerProgress -n 127.0.0.1:9876 -g DemoPipeline
 
+From a Spark Connect client instead (a Connect server with orbitmq installed for its Python
+workers, docs/spark.md "From Spark Connect"), the same job with `--remote sc://127.0.0.1:15002`.
+
 The job reads DemoA from the earliest offset, 500 messages a micro-batch at most, upper-cases each
 body, tags it "long" or "short", keeps its keys, records where it came from in two properties and
 writes it to DemoB with message ids derived from (query, batch, partition, row). Offsets live in
@@ -71,16 +74,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--checkpoint", default="/tmp/orbitmq-spark-pipeline")
     p.add_argument("--produce", type=int, default=0, help="first send this many demo messages to --source")
     p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    p.add_argument("--remote", help="a Spark Connect server, sc://host:port, instead of a local Spark")
     args = p.parse_args(argv)
     if args.produce:
         produce(args.endpoints, args.source, args.produce)
     # Spark's planning workers run PYSPARK_PYTHON (default: python3 on the PATH), not the
     # spark.pyspark.python conf: both must be this interpreter, which has orbitmq installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("orbitmq-spark-pipeline")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.pyspark.python", sys.executable).getOrCreate())
-    spark.sparkContext.setLogLevel("WARN")
+    if args.remote:  # the server's Python workers import orbitmq: it must be installed there
+        spark = SparkSession.builder.remote(args.remote).getOrCreate()
+    else:
+        spark = (SparkSession.builder.master("local[2]").appName("orbitmq-spark-pipeline")
+                 .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+                 .config("spark.pyspark.python", sys.executable).getOrCreate())
+        spark.sparkContext.setLogLevel("WARN")
     from orbitmq.spark import register
 
     register(spark)

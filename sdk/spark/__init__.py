@@ -25,7 +25,10 @@ from orbitmq.spark.source import SCHEMA, RocketMQDataSource
 
 
 def register(spark) -> None:
-    """Make ``format("rocketmq")`` available in ``spark`` (a SparkSession)."""
+    """Make ``format("rocketmq")`` available in ``spark``: a classic SparkSession or a Spark Connect
+    one (``SparkSession.builder.remote(...)``, a Declarative Pipeline's ``spark``). From Connect the
+    class is pickled, by reference to this module, to the server, whose Python workers (its
+    PYSPARK_PYTHON) must have orbitmq installed (docs/spark.md)."""
     spark.dataSource.register(RocketMQDataSource)
 
 
