@@ -82,13 +82,22 @@ async def test_epochs_roles_and_ha_status_of_each_replica(procs: ProcessRunner, 
             repeating = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "orbitmq", "admin", command, "-n", ns, "-b", target, "-i", "1",
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            heading = "#brokerAddr" if command == "getBrokerEpoch" else "#MasterAddr"
+            wanted = 2 * (3 if command == "getBrokerEpoch" else 1)  # two reports
+            output = ""
             try:
-                await asyncio.sleep(3.5)
+                # Read until the second report, however long the CLI takes to start on a busy machine.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(60):
+                        while output.count(heading) < wanted:
+                            line = await repeating.stdout.readline()
+                            if not line:
+                                break
+                            output += line.decode()
             finally:
                 repeating.kill()
-                output = (await repeating.communicate())[0].decode()
-            heading = "#brokerAddr" if command == "getBrokerEpoch" else "#MasterAddr"
-            assert output.count(heading) >= 2 * (3 if command == "getBrokerEpoch" else 1), output
+                output += (await repeating.communicate())[0].decode()
+            assert output.count(heading) >= wanted, output
         code, _out, err = await asyncio.to_thread(_admin, ns, "haStatus", "-b", master, "-i", "soon")
         assert code == 1 and "-i expects a number of seconds" in err
 
