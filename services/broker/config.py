@@ -153,6 +153,20 @@ class BrokerConfig(AuthConfig, RemotingServerConfig):  # ACL 2.0 keys (authentic
     enable_pop_batch_ack: bool = False
     # Log every buffered checkpoint, ack, flush and offset commit at INFO (the POP buffer only).
     enable_pop_log: bool = False
+    # -- Slave Acting Master (services/broker/failover; classic master/slave, no controller) --
+    # The slave with the smallest brokerId serves what needs no new write leader while the master is
+    # gone: delay and timer delivery, POP revive, transaction check-back (BrokerController
+    # #changeSpecialServiceStatus); its writes escape to another broker set with enableRemoteEscape.
+    enable_slave_acting_master: bool = False
+    enable_remote_escape: bool = False
+    # Start without BrokerPreOnlineService (a master then skips the reverse metadata sync).
+    skip_pre_online: bool = False
+    sync_broker_member_group_period: int = 1000
+    # The registration's heartbeatTimeoutMillis while acting master is on (NameServer scans it out).
+    broker_not_active_timeout_millis: int = 10_000
+    send_heartbeat_timeout_millis: int = 1000
+    # Heartbeats and member-group lookups the 4.x way (QUERY_DATA_VERSION, a route lookup).
+    compatible_with_old_name_srv: bool = True
     # -- controller mode (services/broker/ha/replicas_manager.py; upstream's BrokerConfig keys) --
     enable_controller_mode: bool = False
     # "a:p;b:p", or "domain:port" resolved to every address when fetchControllerAddrByDnsLookup.

@@ -216,6 +216,18 @@ class BrokerController:
         # -- timer messages (orbitmq.broker.timer): put-time conversion + TimerMessageStore --
         from orbitmq.broker.timer.timer_message_store import TimerMessageStore
         self.timer_message_store = TimerMessageStore(self)
+        # -- Slave Acting Master (orbitmq.broker.failover): min broker id, escaped writes, pre-online --
+        from orbitmq.broker.failover import acting_master
+        from orbitmq.broker.failover.escape_bridge import EscapeBridge
+        from orbitmq.broker.failover.pre_online import BrokerPreOnlineService
+
+        self.escape_bridge = EscapeBridge(self)
+        self.escape_bridge.api.remoting.ssl_context = self.outer_api.client.ssl_context
+        install_signing(self.escape_bridge.api.remoting, config.inner_credentials())
+        self.acting_master = acting_master.ActingMasterService(self)
+        acting_master.register(self, self.acting_master)
+        self.outer_api.register_fields = self.acting_master.register_fields()
+        self.pre_online_service: BrokerPreOnlineService | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -275,9 +287,14 @@ class BrokerController:
             await self._start_fast_server()
         # --- POP (services/broker/pop): revive service, POP long polling, order info ---
         await self.pop_service.start()
+        # BrokerController#start: a broker of a replicated set with acting master starts isolated
+        # (no registration, no special services) until BrokerPreOnlineService brings it online.
+        acting = self.acting_master
+        acting.isolated = (self.config.enable_slave_acting_master and self.store_config.total_replicas > 1
+                           and not self.config.enable_controller_mode)
         # Both started above (delay delivery unless SLAVE, POP revive always): a slave stops them.
         self._special_services_on = True
-        await self.change_special_service_status(self.store_config.broker_role != SLAVE)
+        await self.change_special_service_status(self.store_config.broker_role != SLAVE and not acting.isolated)
         if self._special_services_on:
             self.transaction_check_service.start()  # a master from the start: the early return above skips it
         self._register_now = asyncio.Event()
@@ -297,6 +314,15 @@ class BrokerController:
         elif self.store_config.broker_role == SLAVE:
             self.slave_synchronize.start(None)  # the master address comes with the registration
         await self.register_broker_all(force=True)
+        acting.start()
+        if acting.isolated:
+            from orbitmq.broker.failover.pre_online import BrokerPreOnlineService
+
+            self.pre_online_service = BrokerPreOnlineService(self, acting)
+            if self.config.skip_pre_online:
+                await self.pre_online_service.start_service_without_condition()
+            else:
+                self.pre_online_service.start()
 
     async def shutdown(self) -> None:
         if not self._started:
@@ -304,6 +330,10 @@ class BrokerController:
         self._started = False
         await cancel_and_wait(*self._tasks)
         self._tasks = []
+        await self.acting_master.shutdown()
+        if self.pre_online_service is not None:
+            await self.pre_online_service.shutdown()
+        await self.escape_bridge.close()
         if self.replicas_manager is not None:
             await self.replicas_manager.shutdown()
         await self.slave_synchronize.shutdown()
@@ -935,7 +965,7 @@ class BrokerController:
         with enableSplitRegistration; with forceRegister=false only when a NameServer's
         QUERY_DATA_VERSION says it holds another dataVersion (needRegister)."""
         addrs = self.config.namesrv_addr_list()
-        if not addrs or self._fenced:
+        if not addrs or self._fenced or self.acting_master.isolated:
             return {}
         if force is None:
             force = self.config.force_register
@@ -981,6 +1011,23 @@ class BrokerController:
                 self._master_ha_addr = result.ha_server_addr
                 self.ha_service.update_master_address(result.ha_server_addr)
             return
+
+    # The classic slave's master HA address, set and cleared by the acting-master service
+    # (services/broker/failover/acting_master.py) as the master goes and comes back.
+
+    def clear_master_ha_address(self) -> None:
+        self._master_ha_addr = None
+        if self.ha_service is not None:
+            self.ha_service.update_master_address(None)
+
+    def set_master_ha_address(self, ha_addr: str) -> None:
+        if ha_addr != self._master_ha_addr:
+            self._master_ha_addr = ha_addr
+            self.ha_service.update_master_address(ha_addr)
+
+    def wake_register(self) -> None:
+        """Register now (a slave learns its master's addresses from the answer)."""
+        self._register_now.set()
 
     def _register_period(self) -> float:
         # A classic slave that does not know its master yet asks every second rather than every

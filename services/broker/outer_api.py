@@ -92,6 +92,10 @@ class BrokerOuterAPI:
         self.timeout = timeout_millis / 1000.0
         self.client = RemotingClient()
         self.body_encoder = RegisterBodyEncoder()
+        # Sent with every REGISTER_BROKER: enableActingMaster (always, as upstream: a broker that
+        # omits it is an old-version broker to the NameServer) and, while acting master is on,
+        # heartbeatTimeoutMillis (brokerNotActiveTimeoutMillis). Set by the BrokerController.
+        self.register_fields: dict[str, str] = {}
 
     async def close(self) -> None:
         await self.client.close()
@@ -150,7 +154,7 @@ class BrokerOuterAPI:
             body, crc = _encode_register_body(wrapper)
         fields = {"brokerName": broker_name, "brokerAddr": broker_addr, "clusterName": cluster_name,
                   "haServerAddr": ha_server_addr, "brokerId": str(broker_id), "compressed": "false",
-                  "bodyCrc32": str(crc)}
+                  "bodyCrc32": str(crc), **self.register_fields}
 
         async def one(addr: str) -> RegisterBrokerResult | None:
             request = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(fields), body)
@@ -214,3 +218,74 @@ class BrokerOuterAPI:
                 log.warning("unregister broker from name server %s failed: %s", addr, exc)
 
         await asyncio.gather(*(one(a) for a in namesrv_addrs))
+
+    # ---- Slave Acting Master (services/broker/failover) ---------------------------------------
+
+    async def send_heartbeat(self, namesrv_addrs: list[str], *, cluster_name: str, broker_addr: str,
+                             broker_name: str, broker_id: int, timeout_millis: int,
+                             data_version: dict[str, Any] | None) -> None:
+        """BrokerOuterAPI#sendHeartbeat (BROKER_HEARTBEAT, oneway) or, with
+        compatibleWithOldNameSrv (``data_version`` given), #sendHeartbeatViaDataVersion
+        (QUERY_DATA_VERSION, which a 4.x NameServer also counts as a sign of life)."""
+        fields = {"clusterName": cluster_name, "brokerAddr": broker_addr, "brokerName": broker_name,
+                  "brokerId": str(broker_id)}
+        timeout = max(timeout_millis, 100) / 1000.0
+
+        async def one(addr: str) -> None:
+            try:
+                if data_version is None:
+                    request = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, dict(fields))
+                    await self.client.invoke_oneway(addr, request, timeout)
+                else:
+                    body = DataVersion.from_json_dict(data_version).encode()
+                    request = RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, dict(fields), body)
+                    await self.client.invoke(addr, request, timeout)
+            except Exception as exc:
+                log.debug("heartbeat to name server %s failed: %s", addr, exc)
+
+        await asyncio.gather(*(one(a) for a in namesrv_addrs))
+
+    async def sync_broker_member_group(self, namesrv_addrs: list[str], *, cluster_name: str, broker_name: str,
+                                       compatible: bool) -> dict[int, str] | None:
+        """The broker set's live members, brokerId -> address (BrokerOuterAPI#syncBrokerMemberGroup):
+        GET_BROKER_MEMBER_GROUP, or with compatibleWithOldNameSrv the route of the set's
+        ``SYNC_BROKER_MEMBER_`` topic (#getBrokerMemberGroupCompatible). The first NameServer
+        that answers wins; None when none did."""
+        from orbitmq.broker.store.metadata.topic_config_manager import SYNC_BROKER_MEMBER_GROUP_PREFIX
+
+        for addr in namesrv_addrs:
+            try:
+                if compatible:
+                    request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                      {"topic": SYNC_BROKER_MEMBER_GROUP_PREFIX + broker_name})
+                else:
+                    request = RemotingCommand.request(RequestCode.GET_BROKER_MEMBER_GROUP,
+                                                      {"clusterName": cluster_name, "brokerName": broker_name})
+                response = await self.client.invoke(addr, request, 3.0)
+            except Exception as exc:
+                log.warning("sync broker member group from name server %s failed: %s", addr, exc)
+                continue
+            if compatible and response.code == ResponseCode.TOPIC_NOT_EXIST:
+                return {}
+            if response.code != ResponseCode.SUCCESS:
+                log.warning("sync broker member group from %s refused: %s %s", addr, response.code, response.remark)
+                continue
+            return _member_addrs(response.body, broker_name, compatible)
+        return None
+
+
+def _member_addrs(body: bytes | None, broker_name: str, compatible: bool) -> dict[int, str]:
+    from orbitmq.common import fastjson
+
+    if not body:
+        return {}
+    try:
+        obj = json.loads(bytes(body))
+    except ValueError:
+        obj = fastjson.loads(bytes(body))  # a route body keys brokerAddrs by bare integers
+    if compatible:
+        datas = [bd for bd in obj.get("brokerDatas") or [] if bd.get("brokerName") == broker_name]
+        addrs = datas[0].get("brokerAddrs") if datas else {}
+    else:
+        addrs = (obj.get("brokerMemberGroup") or {}).get("brokerAddrs") or {}
+    return {int(k): str(v) for k, v in (addrs or {}).items()}

@@ -181,6 +181,14 @@ class PullRequestHoldService:
         if keep:
             self.pull_request_table.setdefault(key, []).extend(keep)
 
+    def notify_master_online(self) -> None:
+        """PullRequestHoldService#notifyMasterOnline: every parked pull runs again now, so a
+        slave's answer (suggesting the master) reaches its client without waiting out the hold."""
+        table, self.pull_request_table = self.pull_request_table, {}
+        for requests in table.values():
+            for request in requests:
+                request.release(True)
+
     def check_hold_request(self) -> None:
         for key in list(self.pull_request_table):
             topic, sep, queue = key.rpartition(TOPIC_QUEUEID_SEPARATOR)

@@ -258,7 +258,8 @@ class PopReviveService:
         else:
             inner = dead_letter.retry_message(broker, ck.topic, ck.cid, msg, ck.pop_time,
                                               self.pop.config.use_separate_retry_queue)
-        ok, status = await dead_letter.put_with_status(broker, inner, what)
+        # EscapeBridge#putMessageToSpecificQueue upstream: a slave acting as master writes elsewhere.
+        ok, status = await dead_letter.put_with_status(broker.escape_bridge, inner, what)
         metrics = broker.metrics
         if metrics is not None:
             metrics.on_revive_retry(ck.cid, ck.topic, status)

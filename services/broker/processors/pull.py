@@ -316,6 +316,13 @@ class PullMessageProcessor:
         if broker.store_config.broker_role == SLAVE_ROLE and not broker.config.slave_read_enable:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
             fields["suggestWhichBrokerId"] = str(MASTER_ID)
+        elif (broker.config.broker_id != MASTER_ID and broker.acting_master.min_broker_id_in_group == MASTER_ID
+              and not getattr(result, "suggest_pulling_from_slave", False) and status != "FOUND"):
+            # PullMessageProcessor: a slave whose set has its master ("slave redirect pullRequest to
+            # master") sends the consumer there instead of holding the pull; an acting slave (its
+            # minBrokerIdInGroup is its own id) serves it.
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            fields["suggestWhichBrokerId"] = str(MASTER_ID)
         elif status == "FOUND":
             code = ResponseCode.SUCCESS
             body = b"".join(bytes(b) for b in result.message_buffer_list)  # as readGetMessageResult

@@ -197,7 +197,7 @@ class ScheduleMessageService:
         if inner is None:
             return True
         try:
-            result = await self.broker.put_message(inner)
+            result = await self.broker.escape_bridge.put_message(inner)  # elsewhere while acting master
         except Exception:
             log.exception("a message time up, but reput it failed, topic: %s", inner.topic)
             return False

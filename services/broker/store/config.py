@@ -140,6 +140,9 @@ class MessageStoreConfig(ConfigBase):
     ha_connect_retry_interval: int = 5000
     # SYNC_MASTER: how long a send waits for its replicas before FLUSH_SLAVE_TIMEOUT.
     slave_timeout: int = 3000
+    # Replicas of the broker set, this one included: above 1 with enableSlaveActingMaster a broker
+    # starts isolated and BrokerPreOnlineService brings it online (services/broker/failover).
+    total_replicas: int = 1
     in_sync_replicas: int = 1
     min_in_sync_replicas: int = 1
     all_ack_in_sync_state_set: bool = False

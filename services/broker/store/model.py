@@ -74,6 +74,8 @@ class PutMessageStatus(enum.Enum):
     # RocketMQ reports this as SERVICE_NOT_AVAILABLE, the broker maps it the same way.
     DISK_FULL = "DISK_FULL"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    # EscapeBridge (services/broker/failover): no other broker set took the escaped message.
+    PUT_TO_REMOTE_BROKER_FAIL = "PUT_TO_REMOTE_BROKER_FAIL"
     # Timer messages (services/broker/timer): the put-time conversion refused the message.
     WHEEL_TIMER_FLOW_CONTROL = "WHEEL_TIMER_FLOW_CONTROL"
     WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"

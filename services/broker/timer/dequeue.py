@@ -212,7 +212,7 @@ class TimerDequeueService:
             tries += 1
             result: Any = None
             try:
-                result = await timer.broker.put_message(inner)
+                result = await timer.broker.escape_bridge.put_message(inner)  # elsewhere while acting master
             except Exception:
                 log.exception("timer message put to %s failed", inner.topic)
             if result is not None and result.is_ok():

@@ -56,9 +56,14 @@ class TimerStoreReads(Protocol):
     def get_consume_queue(self, topic: str, queue_id: int) -> TimerQueue | None: ...
 
 
+class MessagePutter(Protocol):
+    async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult: ...
+
+
 @runtime_checkable
 class TimerPutBroker(Protocol):
-    """BrokerController's message building and put (counted in the broker's stats)."""
+    """BrokerController's message building and put (counted in the broker's stats); deliveries
+    go through its EscapeBridge (elsewhere while a slave acts as master, services/broker/failover)."""
 
     def new_inner_message(self, *, topic: str, queue_id: int, body: bytes, flag: int, properties: dict[str, str],
                           sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int,
@@ -66,6 +71,9 @@ class TimerPutBroker(Protocol):
                           properties_string: str | None = None) -> MessageExtBrokerInner: ...
 
     async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult: ...
+
+    @property
+    def escape_bridge(self) -> MessagePutter: ...
 
 
 @runtime_checkable

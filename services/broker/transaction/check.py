@@ -19,6 +19,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from orbitmq.broker.failover.escape_bridge import remote_put
 from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.constants import (
     PERM_READ,
@@ -133,17 +134,24 @@ class TransactionalMessageCheckService:
         copied = await self._copy(half, {MessageConst.TRANSACTION_CHECK_TIMES: str(1 if times is None else times + 1)})
         if copied is None:
             return _Step.STOP
-        self._send_check(*copied)
+        if copied[1] is not None:  # None: escaped to another broker set, which checks it
+            self._send_check(*copied)
         return _Step.NEXT
 
     async def _copy(self, half: StoredHalf, updates: dict[str, str]) -> tuple[Any, Any] | None:
         """Append a fresh copy of ``half`` to the half queue and move its place in the index."""
         inner = bridge.half_copy(self.broker, half.message, updates)
-        result = await self.broker.put_message(inner)
+        escape = self.broker.escape_bridge
+        result = await escape.put_message(inner)
         if not result.is_ok():
             log.warning("copying half message at offset %d failed: %s", half.queue_offset, result.status)
             return None
         svc = self.service
+        if remote_put(result):
+            # A slave acting as master (services/broker/failover): the copy became a half message
+            # of another broker set, which checks it back itself; nothing is left to check here.
+            svc.close_offset(half.queue_offset)
+            return inner, None
         svc.close_offset(half.queue_offset)
         svc.register(result.append_message_result.logics_offset, bridge.transaction_id_of(half.message),
                      bridge.real_topic_of(half.message))
@@ -155,7 +163,7 @@ class TransactionalMessageCheckService:
 
         topic_support.create_topic_in_send_message_back_method(
             self.broker, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE, 0)
-        result = await self.broker.put_message(bridge.discard_message(self.broker, half.message))
+        result = await self.broker.escape_bridge.put_message(bridge.discard_message(self.broker, half.message))
         if not result.is_ok():
             log.warning("discarding half message at offset %d failed: %s", half.queue_offset, result.status)
             return

@@ -96,6 +96,7 @@ class FakeBroker:
         self.config = SimpleNamespace(broker_name=BROKER_NAME, broker_ip1="127.0.0.1", listen_port=10911,
                                       broker_permission=6)
         self.message_store = FakeMessageStore()
+        self.escape_bridge = self  # a master: the EscapeBridge writes locally (services/broker/failover)
         self.topic_config_manager = TopicConfigManager(str(config_dir), broker_cluster_name=CLUSTER,
                                                        broker_name=BROKER_NAME, revive_queue_num=REVIVE_QUEUES)
         self.subscription_group_manager = SubscriptionGroupManager(str(config_dir))

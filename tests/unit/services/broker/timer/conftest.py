@@ -100,6 +100,7 @@ class FakePutBroker:
         self.puts: list[MessageExtBrokerInner] = []
         self.status: PutMessageStatus | None = None  # set: every put answers it
         self.gate: asyncio.Event | None = None  # set: puts wait for it
+        self.escape_bridge = self  # a master: deliveries are local puts
 
     def new_inner_message(self, **fields: Any) -> MessageExtBrokerInner:
         return BrokerController.new_inner_message(self, **fields)  # type: ignore[arg-type]

@@ -35,6 +35,7 @@ class Clock:
 def _broker(store: MessageStore, config: MessageStoreConfig) -> SimpleNamespace:
     broker = SimpleNamespace(store_config=config, register_processor=lambda code, fn: None)
     broker.put_message = store.put_message
+    broker.escape_bridge = broker  # a master: deliveries are local puts
     broker.new_inner_message = lambda **kw: BrokerController.new_inner_message(broker, **kw)
     return broker
 
