@@ -31,10 +31,45 @@ MAX_PULL_BATCH = 32
 T = TypeVar("T")
 
 
+# PullAPIWrapper#pullFromWhichNodeTable, kept by the proxy for its PullMessage callers: a bounded
+# cache (soft state; a proxy that forgets asks the master again, which suggests again).
+PULL_FROM_WHICH_NODE_MAX = 100_000
+
+
 class OffsetActivity:
     def __init__(self, config: ProxyConfig, cluster: ClusterService) -> None:
         self.config = config
         self.cluster = cluster
+        # (group, broker name, topic, queue id) -> the brokerId the last pull's broker suggested.
+        self._pull_from_which_node: dict[tuple[str, str, str, int], int] = {}
+
+    async def _pull_addr(self, group: str, mq: pb.MessageQueue) -> tuple[str | None, str]:
+        """Where a PullMessage goes: the replica the set's broker last suggested (slaveReadEnable:
+        a master whose backlog is out of memory sends readers to a slave), else the master, else,
+        while the set has no master, a slave (as the Remoting client's
+        findBrokerAddressInSubscribe; a classic set without a controller never gets one back on
+        its own). None: the master, through _on_master's failover."""
+        topic = validation.topic_of(mq.topic)
+        route = await self.cluster.route(topic)
+        bd = route.broker_data(mq.broker.name)
+        if bd is None:
+            return None, topic
+        suggested = self._pull_from_which_node.get((group, mq.broker.name, topic, mq.id), 0)
+        if suggested and bd.broker_addrs.get(suggested):
+            return bd.broker_addrs[suggested], topic
+        if bd.broker_addrs.get(0) or not bd.broker_addrs:
+            return None, topic
+        return bd.broker_addrs[min(bd.broker_addrs)], topic
+
+    def _remember_suggestion(self, group: str, mq: pb.MessageQueue, topic: str, broker_id: int) -> None:
+        key = (group, mq.broker.name, topic, mq.id)
+        table = self._pull_from_which_node
+        if broker_id:
+            if key not in table and len(table) >= PULL_FROM_WHICH_NODE_MAX:
+                table.pop(next(iter(table)))
+            table[key] = broker_id
+        else:
+            table.pop(key, None)
 
     async def _queue_addr(self, mq: pb.MessageQueue) -> tuple[str, str]:
         """(master address, "" while its set has none, and the topic as the brokers know it:
@@ -98,7 +133,19 @@ class OffsetActivity:
                 return await self.cluster.api.pull_message(
                     addr, header, (suspend + self.config.remoting_timeout_millis) / 1000.0)
 
-            result = await self._on_master(ctx, mq, pull)
+            replica, topic = await self._pull_addr(group, mq)
+            result = None
+            if replica is not None:
+                try:
+                    result = await pull(replica, topic)
+                except (MQBrokerError, RemotingError) as exc:
+                    if failure_kind(exc) is None and not isinstance(exc, MQBrokerError):
+                        raise
+                    # The slave is gone or refused: the master (or its failover) from now on.
+                    self._remember_suggestion(group, mq, topic, 0)
+            if result is None:
+                result = await self._on_master(ctx, mq, pull)
+            self._remember_suggestion(group, mq, topic, result.suggest_which_broker_id)
         except Exception as exc:  # noqa: BLE001 -- every failure becomes a Status
             yield spb.PullMessageResponse(status=errors.status_of(exc))
             return
