@@ -10,9 +10,7 @@ the master lives, and after a kill -9 of the master the consumer reads the rest 
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from orbitmq import AsyncPullConsumer, ClientConfig
@@ -23,23 +21,9 @@ from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.support import ProcessRunner, astart_broker, free_port, start_namesrv
 from tests.support.ha_cluster import PROXY_BOOT_TEXT
+from tests.support.waiting import wait_until
 
 TOPIC, GROUP = "ProxySlaveReadTopic", "ProxySlaveReadGroup"
-
-
-async def wait_until(check: Callable[[], Awaitable[object]], what: str, timeout: float = 40.0) -> None:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            last = await check()
-            if last:
-                return
-        except Exception as exc:  # noqa: BLE001 -- not there yet
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-        await asyncio.sleep(0.3)
 
 
 async def test_proxy_pulls_from_the_suggested_slave_and_while_the_master_is_down(tmp_path: Path) -> None:

@@ -13,9 +13,6 @@ slave and nothing it consumed is delivered again.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from orbitmq.client import MQClientAPI
@@ -25,26 +22,11 @@ from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting_client.config import RemotingClientConfig
 from orbitmq.remoting_client.consumer import AsyncDefaultMQPushConsumer, ConsumeConcurrentlyStatus
 from tests.support import ProcessRunner, astart_broker, free_port, start_namesrv
+from tests.support.waiting import wait_until
 
 TOPIC, GROUP, CLUSTER = "ActingTopic", "ActingGroup", "ActingCluster"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DELAY_LEVEL = 3  # 10 s
-
-
-async def wait_until(check: Callable[[], Awaitable[object]], what: str, timeout: float = 40.0,  # noqa: ASYNC109
-                     got: list[bytes] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            last = await check()
-            if last:
-                return
-        except Exception as exc:  # noqa: BLE001 -- not there yet
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what} (last: {last!r}; received: {got})")
-        await asyncio.sleep(0.3)
 
 
 # slaveReadEnable: without it a slave refuses every pull (PullMessageProcessor#rejectRequest), acting or not.
@@ -131,7 +113,7 @@ async def test_slave_acts_as_master_and_the_master_takes_its_offsets_back(tmp_pa
             async def received_backlog_and_delayed() -> bool:
                 return set(got) >= set(bodies[5:]) | set(delayed)
             await wait_until(received_backlog_and_delayed, "m-5..m-9 from the slave and the delayed messages",
-                             timeout=60, got=got)
+                             timeout=60, seen=lambda: got)
             assert not set(got) & set(bodies[:5]), "messages before the group's offset delivered again"
             assert sorted(b for b in got if b.startswith(b"m-")) == bodies[5:], got
 
