@@ -7,7 +7,9 @@ the client (``orbitmq.spark.register``): pyspark pickles the class to the server
 workers import orbitmq to read and write. A Connect client in a process sets
 SPARK_CONNECT_MODE_ENABLED, which turns every pyspark.sql function of that process into its
 Connect twin; the fixture puts the variable back afterwards, so the classic session of the other
-Spark tests (tests/spark/conftest.py) keeps working in the same pytest process.
+Spark tests (tests/spark/conftest.py) keeps working in the same pytest process. The example
+Declarative Pipeline runs here too with ``spark-pipelines --remote`` on this server
+(tests/spark/test_spark_pipelines.py runs it on the CLI's own local server).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from orbitmq.spark import register
 from tests.spark.conftest import name
 from tests.spark.test_spark_batch import _wait_dispatched, endpoints, produce
 from tests.spark.test_spark_demo import EXAMPLE, load_example
+from tests.spark.test_spark_pipelines import check_pipeline
 from tests.support.process import ProcessRunner
 from tests.support.spark_connect import SparkConnectServer
 
@@ -160,3 +163,9 @@ def test_bad_input_through_connect_names_the_option(cluster, connect, tmp_path: 
     finally:
         query.stop()
     assert "rocketmq: option topic is required" in msg, msg
+
+
+def test_pipeline_on_the_connect_server(cluster, connect, connect_server, tmp_path: Path) -> None:
+    """``spark-pipelines --remote sc://...`` (SparkPipelines passes it on instead of ``local``): the
+    definitions file registers the source from the CLI's client, the flows run on this server."""
+    check_pipeline(cluster, connect, tmp_path, remote=connect_server.url)

@@ -33,11 +33,13 @@ RUN_TIMEOUT = 240
 ACCUMULATOR_BUG = "[UNKNOWN_RESPONSE] Unknown response: Plan observed(__python_accumulator__"
 
 
-def run_pipeline(project: Path, log: Path) -> None:
-    """``spark-pipelines run --spec`` in the project dir (its spark-warehouse lands there)."""
+def run_pipeline(project: Path, log: Path, remote: str | None = None) -> None:
+    """``spark-pipelines run --spec`` in the project dir: on a local Connect server of its own (its
+    spark-warehouse in the project dir), or with ``remote`` on that one."""
     home = spark_home()
-    argv = [str(home / "bin" / "spark-pipelines"), "--driver-memory", "768m", "--conf", "spark.ui.enabled=false",
-            "--conf", f"spark.local.dir={project / 'spark-local'}", "run", "--spec", str(project / "spark-pipeline.yml")]
+    argv = [str(home / "bin" / "spark-pipelines"), *(["--remote", remote] if remote else
+            ["--driver-memory", "768m", "--conf", "spark.ui.enabled=false", "--conf",
+             f"spark.local.dir={project / 'spark-local'}"]), "run", "--spec", str(project / "spark-pipeline.yml")]
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=project,
                                 env=spark_env(), start_new_session=True)
@@ -56,6 +58,12 @@ def run_pipeline(project: Path, log: Path) -> None:
 
 
 def test_pipeline_streaming_table_and_rocketmq_sink_exactly_once(cluster, spark, tmp_path: Path) -> None:
+    check_pipeline(cluster, spark, tmp_path)
+
+
+def check_pipeline(cluster, spark, tmp_path: Path, remote: str | None = None) -> None:  # noqa: ANN001
+    """The example pipeline on a copy of its project (spec pointed at this cluster's topics), run
+    once; the sink topic read back with ``spark`` (a classic or a Connect session)."""
     source = cluster.create_topic(name("SdpIn"), queues=4)
     sink = cluster.create_topic(name("SdpOut"), queues=4)
     total = 200
@@ -71,7 +79,7 @@ def test_pipeline_streaming_table_and_rocketmq_sink_exactly_once(cluster, spark,
     spec["configuration"] = {"spark.orbitmq.endpoints": endpoints(cluster), "spark.orbitmq.source": source, "spark.orbitmq.sink": sink}
     spec_path.write_text(yaml.safe_dump(spec))
 
-    run_pipeline(project, tmp_path / "run.log")
+    run_pipeline(project, tmp_path / "run.log", remote)
 
     _wait_dispatched(cluster, sink, 4, total)
     rows = (spark.read.format("rocketmq").option("endpoints", endpoints(cluster)).option("topic", sink).load()
