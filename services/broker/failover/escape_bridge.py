@@ -16,6 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from orbitmq.broker.pop.constants import REVIVE_GROUP
 from orbitmq.broker.store.config import SLAVE
 from orbitmq.broker.store.model import (
     AppendMessageResult,
@@ -25,9 +26,10 @@ from orbitmq.broker.store.model import (
 )
 from orbitmq.client.api import MQClientAPI
 from orbitmq.common.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_WRITE, RMQ_SYS_TRANS_HALF_TOPIC
+from orbitmq.common.java_hash import java_string_hash
 from orbitmq.common.message import MessageConst, properties_to_string
 from orbitmq.common.route import TopicRouteData
-from orbitmq.common.sysflag import TRANSACTION_PREPARED_TYPE, reset_transaction_value
+from orbitmq.common.sysflag import TRANSACTION_PREPARED_TYPE, build_pull_sys_flag, reset_transaction_value
 from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 
@@ -80,7 +82,55 @@ class EscapeBridge:
         cfg = self.broker.config
         return not self._is_master() and cfg.enable_slave_acting_master and cfg.enable_remote_escape
 
-    async def put_message_to_remote_broker(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+    async def put_message_to_specific_queue(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """EscapeBridge#putMessageToSpecificQueue (POP checkpoints and acks to the revive log): the
+        local store on a master; while acting, the queue of another broker set chosen by the hash of
+        topic and store host, so a checkpoint and the acks that match it land in one revive queue."""
+        if self._is_master():
+            return await self.broker.put_message(msg)
+        if not self.is_remote():
+            return await self.put_message(msg)  # refused, and logged, there
+        route = await self._route(msg.topic)
+        own = self.broker.config.broker_name
+        queues: list[tuple[str, str, int]] = []
+        if route is not None:
+            masters = {bd.broker_name: bd.broker_addrs.get(0) for bd in route.broker_datas}
+            for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+                addr = masters.get(qd.broker_name)
+                if qd.broker_name != own and addr:
+                    queues.extend((qd.broker_name, addr, q) for q in range(qd.write_queue_nums))
+        if not queues:
+            return PutMessageResult(PutMessageStatus.PUT_TO_REMOTE_BROKER_FAIL)
+        host = self.broker.config.broker_addr
+        index = java_string_hash(msg.topic + host) % len(queues)
+        return await self.put_message_to_remote_broker(msg, target=queues[index])
+
+    async def get_message(self, broker_name: str, topic: str, queue_id: int, offset: int) -> Any:
+        """EscapeBridge#getMessageAsync of another broker set's message (a POP checkpoint written
+        here by a slave acting for that set): one PULL from its brokerId 0 (the acting slave) or
+        smallest member. The decoded MessageExt, or None when it is not there."""
+        route = await self._route(topic)
+        bd = route.broker_data(broker_name) if route is not None else None
+        if bd is None or not bd.broker_addrs:
+            return None
+        addr = bd.broker_addrs.get(0) or bd.broker_addrs[min(bd.broker_addrs)]
+        header = h.PullMessageRequestHeader(
+            consumer_group=REVIVE_GROUP, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=1,
+            sys_flag=build_pull_sys_flag(False, False, True, False), commit_offset=0, suspend_timeout_millis=0,
+            subscription="*", sub_version=0, expression_type="TAG", broker_name=broker_name)
+        try:
+            result = await self.api.pull_message(addr, header, SEND_TIMEOUT_S)
+        except Exception as exc:
+            log.warning("getMessageFromRemote %s@%d:%d from %s (%s) failed: %s", topic, queue_id, offset,
+                        broker_name, addr, exc)
+            raise
+        for msg in result.messages:
+            if msg.queue_offset == offset:
+                return msg
+        return None
+
+    async def put_message_to_remote_broker(self, msg: MessageExtBrokerInner,
+                                           target: tuple[str, str, int] | None = None) -> PutMessageResult:
         topic, queue_id, sys_flag, props = msg.topic, msg.queue_id, msg.sys_flag, dict(msg.properties)
         if topic == RMQ_SYS_TRANS_HALF_TOPIC:
             # TransactionalMessageUtil#buildTransactionalMessageFromHalfMessage: the remote broker
@@ -88,7 +138,8 @@ class EscapeBridge:
             topic = props.pop(MessageConst.REAL_TOPIC, topic)
             queue_id = int(props.pop(MessageConst.REAL_QUEUE_ID, "0") or 0)
             sys_flag = reset_transaction_value(sys_flag, TRANSACTION_PREPARED_TYPE)
-        target = await self._select_queue(topic)
+        if target is None:
+            target = await self._select_queue(topic)
         if target is None:
             log.warning("putMessageToRemoteBroker failed, remote broker not found. Topic: %s, MsgId: %s, Broker: %s",
                         topic, props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), self.broker.config.broker_name)

@@ -242,16 +242,28 @@ class PopReviveService:
     async def _revive_message(self, ck: PopCheckPoint, offset: int) -> bool:
         """Re-puts one message; True when done (including a message that no longer exists)."""
         broker = self.broker
-        result = await broker.get_message(REVIVE_GROUP, ck.topic, ck.queue_id, offset, 1, READ_SIZE, None)
-        if result is None or result.message_count == 0 or result.message_queue_offset[0] != offset:
-            log.warning("revive: message %s@%d:%d not found (%s), skip it", ck.topic, ck.queue_id, offset,
-                        getattr(result, "status", None))
-            return True
-        try:
-            msg = decode_record(bytes(result.message_buffer_list[0]), 0, check_crc=False)
-        except RecordError as exc:
-            log.error("revive: message %s@%d:%d is unreadable: %s", ck.topic, ck.queue_id, offset, exc)
-            return True
+        if ck.broker_name and ck.broker_name != broker.config.broker_name:
+            # Written here by a slave acting for that set (EscapeBridge#getMessageAsync upstream):
+            # the message is read back from that set.
+            try:
+                msg = await broker.escape_bridge.get_message(ck.broker_name, ck.topic, ck.queue_id, offset)
+            except Exception:  # noqa: BLE001 -- logged there; keep the checkpoint for the next pass
+                return False
+            if msg is None:
+                log.warning("revive: message %s@%d:%d not found on %s, skip it", ck.topic, ck.queue_id, offset,
+                            ck.broker_name)
+                return True
+        else:
+            result = await broker.get_message(REVIVE_GROUP, ck.topic, ck.queue_id, offset, 1, READ_SIZE, None)
+            if result is None or result.message_count == 0 or result.message_queue_offset[0] != offset:
+                log.warning("revive: message %s@%d:%d not found (%s), skip it", ck.topic, ck.queue_id, offset,
+                            getattr(result, "status", None))
+                return True
+            try:
+                msg = decode_record(bytes(result.message_buffer_list[0]), 0, check_crc=False)
+            except RecordError as exc:
+                log.error("revive: message %s@%d:%d is unreadable: %s", ck.topic, ck.queue_id, offset, exc)
+                return True
         what = f"{ck.topic}@{ck.queue_id}:{offset}"
         if msg.reconsume_times >= dead_letter.retry_max_times(broker, ck.cid):
             inner = dead_letter.dlq_message(broker, ck.topic, ck.cid, msg, msg.reconsume_times + 1)

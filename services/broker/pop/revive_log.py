@@ -111,8 +111,14 @@ class ReviveLogWriter:
         return True
 
     async def _put_many(self, msgs: list[MessageExtBrokerInner], keys: str) -> tuple[bool, str]:
-        if len(msgs) == 1:
-            return await self._put(msgs[0], "ack", keys)
+        escape = getattr(self.pop.broker, "escape_bridge", None)
+        if len(msgs) == 1 or (escape is not None and escape.is_remote()):
+            status = "PUT_OK"
+            for msg in msgs:
+                ok, status = await self._put(msg, "ack", keys)
+                if not ok:
+                    return False, status
+            return True, status
         try:
             result = await self.pop.broker.put_messages(msgs)
         except Exception:
@@ -126,8 +132,16 @@ class ReviveLogWriter:
 
     async def _put(self, msg: MessageExtBrokerInner, what: str, key: str) -> tuple[bool, str]:
         """The put and its PutMessageStatus name (the put_status label of the POP metrics)."""
+        broker = self.pop.broker
+        escape = getattr(broker, "escape_bridge", None)
         try:
-            result = await self.pop.broker.put_message(msg)
+            if escape is not None and escape.is_remote():
+                # A slave acting as master (services/broker/failover): PopMessageProcessor and
+                # AckMessageProcessor write through EscapeBridge#putMessageToSpecificQueue, to
+                # another broker set's revive log, whose revive service reads the message back here.
+                result = await escape.put_message_to_specific_queue(msg)
+            else:
+                result = await broker.put_message(msg)
         except Exception:
             log.exception("append %s %s to the revive log failed", what, key)
             return False, "UNKNOWN_ERROR"

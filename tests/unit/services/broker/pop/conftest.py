@@ -132,6 +132,10 @@ class FakeBroker:
             topic=topic, queue_id=queue_id, body=body, properties=props, born_timestamp=NOW - 1,
             reconsume_times=reconsume_times), NOW)
 
+    def is_remote(self) -> bool:
+        """EscapeBridge#is_remote: a master's writes stay local."""
+        return False
+
     async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         self.put_calls += 1
         if msg.topic in self.refuse_puts:
