@@ -187,7 +187,7 @@ class OrbitCluster:
 # ---- CPU by role, from /proc -------------------------------------------------------------------
 
 ROLES = ("executor JVMs", "executor Python workers", "driver (JVM + Python)", "Spark master + workers",
-         "orbitmq proxy", "orbitmq brokers", "orbitmq namesrv", "Kafka broker JVM")
+         "orbitmq proxy", "orbitmq brokers", "orbitmq namesrv", "Kafka broker JVM", "py-spy (--py-spy)")
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
@@ -215,6 +215,8 @@ MAINS = {"kafka.Kafka": "Kafka broker JVM", "org.apache.spark.executor.CoarseGra
 
 def _role(pid: int, parents: dict[int, int], argvs: dict[int, list[str]]) -> str | None:
     argv = argvs.get(pid, [])
+    if argv and Path(argv[0]).name == "py-spy":
+        return "py-spy (--py-spy)"
     for i, arg in enumerate(argv):  # `python -m orbitmq <service>`, `java ... <main class> ...`
         if arg == "orbitmq" and i + 1 < len(argv) and argv[i + 1] in SERVICES:
             return SERVICES[argv[i + 1]]
@@ -446,7 +448,16 @@ def recovery(spark: Any, t: Target, cluster: SparkStandalone, source: str, sink:
             raise RuntimeError("no executor to kill")
         killed_at = time.time()
         cluster.kill_executor(victims[0])
+        replaced = None
+
+        def check_replaced() -> None:  # the master starts another executor on the worker
+            nonlocal replaced
+            now = cluster.executors()
+            if replaced is None and len(now) >= len(victims) and victims[0] not in now:
+                replaced = time.time() - killed_at
+
         while True:
+            check_replaced()
             after = [p for p in _batches(query) if _end_time(p) > killed_at]
             if after or not query.isActive:
                 break
@@ -457,13 +468,9 @@ def recovery(spark: Any, t: Target, cluster: SparkStandalone, source: str, sink:
             raise RuntimeError(f"{t.system}: the query ended after the executor kill without a micro-batch: "
                                f"{query.exception()}")
         first = min(after, key=_end_time)
-        replaced = None
-        while time.monotonic() < deadline and replaced is None:  # the master starts another executor
-            now = cluster.executors()
-            if len(now) >= len(victims) and victims[0] not in now:
-                replaced = time.time() - killed_at
-            else:
-                time.sleep(0.1)
+        while replaced is None and time.monotonic() < deadline:
+            check_replaced()
+            time.sleep(0.1)
         return {"recovery_s": _end_time(first) - killed_at, "typical_batch_s": typical,
                 "hit_batch_s": first["durationMs"]["triggerExecution"] / 1000,
                 "executor_replaced_s": replaced, "killed_in_batch": first["batchId"]}
@@ -536,6 +543,8 @@ class PySpy:
                     continue
                 frames = stack.split(";")
                 leaf = frames[-1] if frames else ""
+                if "pyspark/daemon.py" in leaf:  # the daemon waiting to fork a worker, not a worker
+                    continue
                 cat = _spy_category(frames)
                 categories[cat] = categories.get(cat, 0) + int(count)
                 leaves[leaf] = leaves.get(leaf, 0) + int(count)
@@ -547,20 +556,30 @@ class PySpy:
 
 SPY_PATHS = (("pyarrow", "Arrow (pyarrow)"), ("/grpc/", "gRPC (grpc.aio)"), ("google/protobuf", "protobuf"),
              ("_pb2", "protobuf"), ("/asyncio/", "asyncio event loop"), ("/pyspark/", "Spark's Python worker"),
-             ("/sdk/spark/", "the rocketmq data source"), ("/sdk/", "OrbitMQ SDK client"),
-             ("/core/", "OrbitMQ SDK client"))
+             ("/sdk/spark/", "the rocketmq data source"), ("orbitmq/spark/", "the rocketmq data source"),
+             ("/sdk/", "OrbitMQ SDK client"), ("/core/", "OrbitMQ SDK client"), ("/orbitmq/", "OrbitMQ SDK client"))
+# py-spy --nonblocking cannot tell a thread blocked in C from one running: these leaves are waits.
+IDLE = (("selectors.py", "idle: asyncio loop waiting for the network"),
+        ("Thread.run (", "idle: gRPC's C-core poller thread (native)"),
+        ("Condition.wait (", "idle: a thread waiting for another"),
+        ("socket.py", "idle: waiting for the JVM's socket"))
 
 
 def _spy_category(frames: list[str]) -> str:
-    """The innermost frame's module decides (py-spy samples where the CPU is, not who called)."""
+    """The innermost frame's module decides (py-spy samples where a thread is, not who called)."""
     leaf = frames[-1] if frames else ""
-    if "/sdk/spark/" in leaf and "arrow" in leaf:
+    for needle, name in IDLE:
+        if needle in leaf:
+            return name
+    if ("/sdk/spark/" in leaf or "orbitmq/spark/" in leaf) and "arrow" in leaf:
         return "Arrow conversion (to_arrow, to_pylist)"
     for needle, name in SPY_PATHS:
         if needle in leaf:
             return name
     if "threading.py" in leaf or "queue.py" in leaf or "concurrent/futures" in leaf:
         return "thread hand-offs (futures, locks)"
+    if "<frozen" in leaf or "/python3." in leaf:
+        return "Python's standard library"
     return "other"
 
 
@@ -648,7 +667,8 @@ def measure(system: str, args: argparse.Namespace, spark: Any, cluster: SparkSta
         print(f"  batch read: {r['rows']:,} rows, {r['distinct_keys']:,} distinct keys "
               f"({'each message once' if r['exactly_once'] else 'NOT each message once'}): "
               f"{r['rows_per_s']:,.0f} rows/s ({r['seconds']:.1f} s)", flush=True)
-        spy = PySpy(workdir / "py-spy") if args.py_spy and system == "rocketmq" else None
+        keep = Path(args.profile_dir) if args.profile_dir else workdir
+        spy = PySpy(keep / "py-spy") if args.py_spy and system == "rocketmq" else None
         out["pipeline"] = pipeline(spark, t, source, sink, args.max_per_trigger, workdir / f"cp-{system}", spy)
         if spy is not None:
             out["py_spy"] = spy.summary()
@@ -664,7 +684,7 @@ def measure(system: str, args: argparse.Namespace, spark: Any, cluster: SparkSta
                   f"a new executor ran {rec['executor_replaced_s'] or float('nan'):.1f} s after the kill", flush=True)
         if args.profile and isinstance(server, OrbitCluster):
             ending = asyncio.run(server.ending_offsets(source, args.profile_messages))
-            out["profile"] = python_profile(spark, t, source, prof, workdir / "profile", ending)
+            out["profile"] = python_profile(spark, t, source, prof, keep / "profile", ending)
     except Exception:
         log = server.report() if isinstance(server, OrbitCluster) else (
             server.process.log_tail(60) if server.process else "")
@@ -746,6 +766,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="messages the --profile read and write go over")
     p.add_argument("--py-spy", action="store_true",
                    help="sample the executors' Python workers with py-spy during the rocketmq pipeline")
+    p.add_argument("--profile-dir", help="keep the py-spy stacks and pstats here (default: removed with the run)")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON line at the end")
     args = p.parse_args(list(argv or []))
     only = [s.strip() for s in args.only.split(",") if s.strip()]
