@@ -2,7 +2,8 @@
 cluster, OrbitMQ with two broker sets, then Apache Kafka in KRaft mode; the batch write and read
 of a 16-queue topic (each message counted once), the rate-limited pipeline, the executor kill, the
 CPU by process and the cProfile of the rocketmq source and sink. Only that it runs and prints every
-figure for both is asserted: the figures are recorded in docs/benchmarks.md, never judged by a test.
+figure for both is asserted: the figures are recorded in docs/benchmarks.md, never judged by a test
+(85-110 s on the quiet 2-core machine: three Spark JVMs, both clusters, two executor restarts).
 """
 
 from __future__ import annotations

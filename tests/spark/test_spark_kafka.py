@@ -2,7 +2,7 @@
 kafka.tools.StorageTool, one kafka.Kafka JVM as broker and controller on free loopback ports) and
 Spark's Kafka connector (spark-sql-kafka-0-10_2.13 4.2.0 via spark.jars) on pyspark 4.3.0: the peer
 `orbitmq bench spark` measures the rocketmq source and sink against (issue 27 item 5). A batch
-write, a batch read and a rate-limited stream, each checked row by row (about 25 s).
+write, a batch read and a rate-limited stream, each checked row by row (about 20 s).
 """
 
 from __future__ import annotations
