@@ -115,18 +115,17 @@ tools:
 	@command -v openssl >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl)
 
 # Four passes: the tests that mostly wait (long polls, timers, subprocesses, the clusters of
-# tests/integration; the mqadmin CLI tests of tests/admin run a process per command; tests/compat's
-# Apache RocketMQ JVMs beside OrbitMQ) on two workers (`--dist loadgroup`: an `xdist_group` module,
-# one that starts Apache RocketMQ, and every tests/compat module, stays on one worker);
+# tests/integration; the mqadmin CLI tests of tests/admin run a process per command) on two workers;
+# (`--dist loadgroup`: an `xdist_group` module, one that starts Apache RocketMQ, stays on one worker);
 # those of them marked `serial` one at a time; the unit tests of the servers and the core (where
 # the compiled twins are), the SDK tests and one official client's send/receive again, on two
 # workers, with ORBITMQ_NO_SPEEDUPS=1: the pure-Python code an install without a C compiler runs
 # (orbitmq.common.speedups; not the Remoting client's tests: that client has no compiled twin, and
 # tests/unit/core checks its codecs in that mode); then the timing-sensitive rest (crashes,
-# partitions, k8s boots, Spark) one at a time.
+# partitions, k8s boots, Spark, tests/compat's Apache RocketMQ JVMs beside OrbitMQ) one at a time.
 # An integration test whose assertions are about time (a delay not delivered early) is marked
 # `serial`. Every pass runs; the target fails if any did.
-PARALLEL_TESTS := tests/unit tests/fuzz tests/sdk tests/interop tests/admin tests/integration tests/compat
+PARALLEL_TESTS := tests/unit tests/fuzz tests/sdk tests/interop tests/admin tests/integration
 NO_SPEEDUPS_TESTS := tests/unit/core tests/unit/services tests/unit/test_speedups.py tests/unit/test_fuzz_findings.py \
 	tests/sdk tests/interop/test_python_simple_consumer.py::test_receive_and_ack_round_trip
 test: setup node tools clients
