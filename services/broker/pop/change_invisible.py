@@ -62,6 +62,13 @@ class ChangeInvisibleTimeProcessor:
         if not 0 <= info.revive_qid < self.pop.revive_queue_num():
             raise RequestError(ResponseCode.INVALID_PARAMETER, f"reviveQid[{info.revive_qid}] is illegal")
         now = self.broker.now_ms()
+        if now == info.pop_time:
+            # A pop nacked within its own millisecond (a proxy whose client went away): the new
+            # checkpoint would share the old one's merge key (start offset, pop time), and the
+            # revive service would take the old handle's ack for the new checkpoint's and drop
+            # the message. Upstream's ChangeInvisibleTimeProcessor has this race; one ms later
+            # the keys differ.
+            now += 1
         if self.pop.recent_acks.acked(group, topic, queue_id, offset, info.pop_time, now):
             # A new checkpoint would bring an acked message back: refused, the handle is spent.
             return request.response_to(ResponseCode.NO_MESSAGE, POP_HANDLE_ACKED_REMARK)

@@ -12,6 +12,7 @@ import pytest
 from orbitmq.broker.pop.ack_processor import AckMessageProcessor
 from orbitmq.broker.pop.change_invisible import ChangeInvisibleTimeProcessor
 from orbitmq.broker.pop.checkpoint import AckMsg, BatchAck, BatchAckMsg, PopCheckPoint, build_batch_ack_body
+from orbitmq.broker.pop.revive import ReviveQueue
 from orbitmq.broker.processors.base import RequestError
 from orbitmq.common.constants import POP_HANDLE_ACKED_REMARK
 from orbitmq.common.extra_info import POP_ORDER_REVIVE_QUEUE, build_extra_info
@@ -174,3 +175,23 @@ async def test_changing_invisible_time_of_an_orderly_handle_records_its_next_vis
     assert info is not None and info.next_visible_time == {1: next_visible}
     assert pop_env.pop.order_info_changes == 1
     assert pop_env.broker.put_calls == 0
+
+
+async def test_a_nack_in_the_pops_own_millisecond_leaves_the_message_to_revive(pop_env: PopEnv) -> None:
+    """A handle changed in the millisecond it was popped, for the first message of its batch: the
+    new checkpoint must not share the old one's merge key, or the revive service would match the
+    old handle's ack to it and forget the message."""
+    _topic(pop_env)
+    response = await _change(pop_env, 1, _handle(pop_env, 1, ck_offset=1, pop_time=pop_env.start_ms), 1_000)
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    assert int(response.ext_fields["popTime"]) != pop_env.start_ms
+    queue = ReviveQueue(0, 0)
+    queue.apply_checkpoint(PopCheckPoint(start_offset=1, pop_time=pop_env.start_ms, invisible_time=INVISIBLE, num=1,
+                                         queue_id=QUEUE, topic=TOPIC, cid=GROUP, broker_name=pop_env.broker_name,
+                                         queue_offset_diff=[0]), 0)  # the pop's own checkpoint
+    for revive_offset, (tag, body) in enumerate(_written(pop_env, 0), start=1):
+        if tag == "ck":
+            queue.apply_checkpoint(PopCheckPoint.from_json(body), revive_offset)
+        else:
+            queue.apply_ack(AckMsg.from_json(body))
+    assert [(e.ck.start_offset, e.ck.invisible_time, e.acked) for e in queue.pending.values()] == [(1, 1_000, 0)]
