@@ -227,11 +227,15 @@ class AutoSwitchHAClient:
             local_max = store.get_max_phy_offset()
             if local_max != 0 and local_max != offset:
                 raise ProtocolError(f"master sent offset {offset}, the local max is {local_max}")
+            # Every TRANSFER frame, a heartbeat (size 0) too, names the master's epoch at this
+            # offset (AutoSwitchHAClient's HAReadSocketService, TRANSFER case): a slave that caught
+            # up with a master elected at its own end of log learns the new epoch from heartbeats,
+            # as upstream's does, before any message is written under it.
+            if epoch != self.current_received_epoch and epoch >= 0:
+                self.current_received_epoch = epoch
+                if epoch > self.epoch_cache.last_epoch():
+                    self.epoch_cache.append_entry(EpochEntry(epoch, epoch_start))
             if size:
-                if epoch != self.current_received_epoch:
-                    self.current_received_epoch = epoch
-                    if epoch > self.epoch_cache.last_epoch():
-                        self.epoch_cache.append_entry(EpochEntry(epoch, epoch_start))
                 if not store.replication.append_to_commit_log(offset, body):
                     raise ProtocolError(f"cannot append {size} bytes at {offset}")
                 self.transferred_bytes += size
