@@ -57,6 +57,9 @@ COMPRESSED_ZLIB = 0x1 | (3 << 8)  # MessageSysFlag.COMPRESSED_FLAG | Compression
 HALF_PREPARED, COMMIT = 0x4, 0x8  # MessageSysFlag TRANSACTION_PREPARED_TYPE / COMMIT_TYPE
 DELAY_LEVEL = 3  # 10 s: still due when the broker stops, delivered by the next one
 DUE_IN_MS = 10_000
+# timerPrecisionMs (both kinds' default): a timer message's slot is its deliver time rounded down
+# to it, so it may come out this much before its TIMER_DELIVER_MS.
+TIMER_PRECISION_MS = 1_000
 DELAY_LEVEL_MS = 10_000  # messageDelayLevel's third level
 # Apache writes the op messages that close half messages in batches, every
 # transactionOpBatchInterval (3 s): shorter, so that a commit is on disk before the broker stops.
@@ -77,7 +80,7 @@ class Written:
     offsets: dict[tuple[str, str, int], int] = field(default_factory=dict)  # (group, topic, queue) -> offset
     delayed: list[bytes] = field(default_factory=list)  # due: delivered by the next broker
     delivered: list[bytes] = field(default_factory=list)  # to TOPIC_DELAY so far
-    due_ms: dict[bytes, int] = field(default_factory=dict)  # when each delayed/timer message is due
+    due_ms: dict[bytes, int] = field(default_factory=dict)  # when each delayed/timer message may come due
     killed_at_ms: int = 0  # when the last broker was killed with kill -9 (0: stopped cleanly)
     # Due before a kill -9: delivered at least once, so perhaps twice (both kinds flush their delay
     # and timer progress periodically; what was delivered after the last flush comes again).
@@ -200,7 +203,8 @@ async def _write_generation(api: MQClientAPI, addr: str, w: Written, first: bool
         await api.send_message(addr, BROKER_NAME, Message(topic=TOPIC_DELAY, body=body, properties={
             "KEYS": body.decode(), **props}), PRODUCER, 0)
         w.delayed.append(body)
-        w.due_ms[body] = now + (DUE_IN_MS if "TIMER_DELIVER_MS" in props else DELAY_LEVEL_MS)
+        # the earliest moment either broker may deliver it
+        w.due_ms[body] = now + (DUE_IN_MS - TIMER_PRECISION_MS if "TIMER_DELIVER_MS" in props else DELAY_LEVEL_MS)
 
     halves = []
     for i in range(2):
