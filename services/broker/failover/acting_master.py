@@ -21,7 +21,6 @@ the slave stops acting and copies from it again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -205,9 +204,8 @@ class ActingMasterService:
         log.info("min broker id changed, prev %s, new %s (%s), offline %s", self.min_broker_id_in_group,
                  header.min_broker_id, header.min_broker_addr, header.offline_broker_addr)
         if header.min_broker_id is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.update_min_broker(header.min_broker_id, header.min_broker_addr,
-                                             header.offline_broker_addr, header.ha_broker_addr, notified=True)
+            await self.update_min_broker(header.min_broker_id, header.min_broker_addr,
+                                         header.offline_broker_addr, header.ha_broker_addr, notified=True)
         return request.response_to(0)
 
 

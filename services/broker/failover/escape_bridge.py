@@ -176,7 +176,7 @@ class EscapeBridge:
         # transformSendResult2PutResult: stored (remotely); nothing of the local CommitLog.
         appended = AppendMessageResult(AppendMessageStatus.PUT_OK, msg_id=fields.get("msgId") or "",
                                        store_timestamp=int(time.time() * 1000), logics_offset=logics_offset)
-        return PutMessageResult(status, appended)
+        return PutMessageResult(status, appended, remote=True)
 
     def _write_queues(self, topic: str, broker_name: str) -> int:
         cached = self._routes.get(topic)
@@ -221,7 +221,3 @@ class EscapeBridge:
         return None
 
 
-def remote_put(result: Any) -> bool:
-    """True for a PutMessageResult of a message escaped to another broker set (no local offsets)."""
-    appended = getattr(result, "append_message_result", None)
-    return appended is not None and appended.wrote_bytes == 0 and appended.is_ok()

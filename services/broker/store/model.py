@@ -143,6 +143,9 @@ class AppendMessageResult:
 class PutMessageResult:
     status: PutMessageStatus
     append_message_result: AppendMessageResult | None = None
+    # Stored by another broker set's master (EscapeBridge#putMessageToRemoteBroker): its offsets
+    # are that set's, nothing was appended to the local CommitLog.
+    remote: bool = field(default=False, kw_only=True)
 
     def is_ok(self) -> bool:
         """True when the message is stored, even if a flush/replica wait timed out."""
@@ -174,6 +177,7 @@ def put_ok_result(wrote_offset: int, wrote_bytes: int, store_timestamp: int, log
     p = _new(PutMessageResult)
     p.status = PutMessageStatus.PUT_OK
     p.append_message_result = r
+    p.remote = False
     return p
 
 

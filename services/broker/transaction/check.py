@@ -19,7 +19,6 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from orbitmq.broker.failover.escape_bridge import remote_put
 from orbitmq.common.aio import cancel_and_wait, periodic
 from orbitmq.common.constants import (
     PERM_READ,
@@ -147,7 +146,7 @@ class TransactionalMessageCheckService:
             log.warning("copying half message at offset %d failed: %s", half.queue_offset, result.status)
             return None
         svc = self.service
-        if remote_put(result):
+        if result.remote:
             # A slave acting as master (services/broker/failover): the copy became a half message
             # of another broker set, which checks it back itself; nothing is left to check here.
             svc.close_offset(half.queue_offset)
