@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import subprocess
 import sys
 
 
@@ -98,3 +99,16 @@ class ServiceChild:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._forward, 5)
             self._forward = None
+
+
+def stop_popen(popen: subprocess.Popen, timeout: float) -> int:
+    """SIGTERM, then SIGKILL if it lingers past ``timeout``; returns the exit code. For the
+    synchronous launchers (the benches' JVMs, the tests' process runner), which stop by PID."""
+    if popen.poll() is None:
+        popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait(timeout)
+    return popen.returncode

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from orbitmq.common.child_process import stop_popen
 from orbitmq.common.net import free_port
 
 BOOT_TIMEOUT = 60.0
@@ -103,14 +104,7 @@ class ChildProcess:
 
     def stop(self, timeout: float = STOP_GRACE) -> int:
         """SIGTERM, then SIGKILL if it lingers; returns the exit code."""
-        if self.is_running():
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(timeout)
-        return self.popen.returncode
+        return stop_popen(self.popen, timeout)
 
 
 def spark_home() -> Path:

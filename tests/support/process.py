@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from orbitmq.common.child_process import stop_popen
 
 from .net import port_open
 
@@ -102,14 +103,7 @@ class ManagedProcess:
 
     def stop(self, timeout: float = STOP_GRACE) -> int:
         """SIGTERM, wait, then SIGKILL; returns the exit code."""
-        if self.is_running():
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(timeout)
-        return self.popen.returncode
+        return stop_popen(self.popen, timeout)
 
     def kill(self) -> int:
         """SIGKILL at once (a crash, for chaos tests)."""

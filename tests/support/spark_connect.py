@@ -17,20 +17,13 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
+from orbitmq.bench.spark_cluster import children, spark_home
 from orbitmq.common.net import free_port
 from tests.support.process import ManagedProcess, ProcessRunner
 
 BOOT_TIMEOUT = 90.0
 SERVER_MAIN = "org.apache.spark.sql.connect.service.SparkConnectServer"
-
-
-def spark_home() -> Path:
-    """The pip package's Spark distribution (bin/, jars/ under the pyspark package)."""
-    import pyspark
-
-    return Path(pyspark.__file__).parent
 
 
 def spark_env() -> dict[str, str]:
@@ -42,17 +35,6 @@ def spark_env() -> dict[str, str]:
     for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_API_MODE", "SPARK_LOCAL_REMOTE"):
         env.pop(name, None)
     return env
-
-
-def children(pid: int) -> list[int]:
-    """Direct children of ``pid`` (/proc/<pid>/task/*/children)."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(p) for p in (task / "children").read_text().split()]
-        except (OSError, ValueError):
-            pass
-    return found
 
 
 def kill_tree(pid: int) -> None:
