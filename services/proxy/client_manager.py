@@ -122,6 +122,8 @@ def wrapped(resource: pb.Resource) -> str:
 # Server -> client Telemetry commands queued for one stream; a client that does not read its
 # stream fills it, and the stream is then ended rather than buffered without bound (issue 16).
 TELEMETRY_OUTBOX_CAPACITY = 256
+# How long a heartbeat waits for the Settings of a client whose Telemetry stream is already open.
+SETTINGS_WAIT_SECONDS = 2.0
 
 
 class ClientManager:
@@ -141,6 +143,8 @@ class ClientManager:
         # PULL_CONSUMER clients by id, for live_pull_consumers.
         self._pull_clients: dict[str, GrpcClient] = {}
         self.client_gone_hooks.append(self._forget_pull_client)
+        # Heartbeats waiting for the settings of a client whose Telemetry stream is open (heartbeat).
+        self._settings_waiters: dict[str, asyncio.Event] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -267,6 +271,9 @@ class ClientManager:
         validation.validate_client_properties(settings)
         client = self._client(ctx)
         client.settings = settings
+        waiter = self._settings_waiters.pop(client.client_id, None)
+        if waiter is not None:
+            waiter.set()
         if settings.client_type == pb.ClientType.PULL_CONSUMER:
             self._pull_clients[client.client_id] = client
         merged = await self.merge_settings(settings)
@@ -327,8 +334,24 @@ class ClientManager:
 
     # ---- Heartbeat / termination -------------------------------------------------------------
 
+    async def _settings_soon(self, client_id: str) -> GrpcClient | None:
+        """The client, once its settings are known. A client whose Telemetry stream is open but
+        whose settings have not arrived yet (its first heartbeat raced its first Settings command,
+        as the Java client's may) is waited for, briefly; upstream answers it
+        UNRECOGNIZED_CLIENT_TYPE at once and the client logs a failed heartbeat."""
+        client = self.clients.get(client_id)
+        if client is None or client.settings is not None or client.outbox is None:
+            return client
+        waiter = self._settings_waiters.setdefault(client_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(waiter.wait(), SETTINGS_WAIT_SECONDS)
+        except TimeoutError:
+            if self._settings_waiters.get(client_id) is waiter:
+                del self._settings_waiters[client_id]
+        return self.clients.get(client_id)
+
     async def heartbeat(self, ctx: ProxyContext, request: spb.HeartbeatRequest) -> spb.HeartbeatResponse:
-        client = self.clients.get(ctx.client_id)
+        client = await self._settings_soon(ctx.client_id)
         if client is None or client.settings is None:
             return spb.HeartbeatResponse(status=errors.status(
                 Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"))
