@@ -385,13 +385,15 @@ def with_default_metrics(overrides: dict[str, str], host: str = "127.0.0.1") -> 
     """`orbitmq local` exports Prometheus metrics on 5557 unless told otherwise
     (metricsExporterType=DISABLE, metricsPromExporterPort=...). When 5557 was not asked for and
     is taken (another `orbitmq local`, a broker), a free port is used and printed instead."""
-    from orbitmq.common.metrics import DEFAULT_PROM_PORT
+    from orbitmq.common.metrics import DEFAULT_PROM_PORT, fall_back_from_default_port
 
     values = {"metricsExporterType": "PROM", **overrides}
-    if ("metricsPromExporterPort" not in overrides and values["metricsExporterType"].strip().upper() == "PROM"
-            and not _port_free(overrides.get("metricsPromExporterHost", host), DEFAULT_PROM_PORT)):
-        print(f"orbitmq local: port {DEFAULT_PROM_PORT} is in use, metrics go to a free port", file=sys.stderr)
-        values["metricsPromExporterPort"] = "0"
+    if "metricsPromExporterPort" not in overrides and values["metricsExporterType"].strip().upper() == "PROM":
+        if not _port_free(overrides.get("metricsPromExporterHost", host), DEFAULT_PROM_PORT):
+            print(f"orbitmq local: port {DEFAULT_PROM_PORT} is in use, metrics go to a free port", file=sys.stderr)
+            values["metricsPromExporterPort"] = "0"
+        else:
+            fall_back_from_default_port()  # and if it is taken before the exporter binds it
     return values
 
 

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import sys
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
@@ -50,6 +52,16 @@ REMOTE_SCRAPE_TIMEOUT_SECONDS = 2.0
 HTTP_HEADER_TIMEOUT_SECONDS = 5.0
 
 Source = Callable[[], Iterable[Metric]]
+
+# Set by `orbitmq local` when it chose DEFAULT_PROM_PORT itself (nobody asked for it): if another
+# process binds the port between its check and this process's bind, a free port is taken instead.
+_default_port_fallback = False
+
+
+def fall_back_from_default_port() -> None:
+    """Let an exporter on DEFAULT_PROM_PORT take a free port when that one is taken."""
+    global _default_port_fallback
+    _default_port_fallback = True
 Readiness = Callable[[], "bool | str"]
 
 
@@ -367,7 +379,13 @@ class _Exporter:
         self._handlers: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or self.port != DEFAULT_PROM_PORT or not _default_port_fallback:
+                raise
+            print(f"orbitmq local: port {DEFAULT_PROM_PORT} is in use, metrics go to a free port", file=sys.stderr)
+            self._server = await asyncio.start_server(self._serve, self.host, 0, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:

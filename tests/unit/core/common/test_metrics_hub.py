@@ -190,3 +190,35 @@ async def test_broker_scrape_answers_during_start_up_and_shutdown(tmp_path) -> N
     thread.join(10)
     answered = [s for s in statuses if s != -1]
     assert answered and set(answered) == {200}, statuses
+
+
+async def test_the_default_port_falls_back_only_when_orbitmq_local_chose_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`orbitmq local` checks 5557 is free and then binds it; another process can take it in
+    between. Only then (fall_back_from_default_port) does the exporter take a free port."""
+    import socket
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    monkeypatch.setattr(m, "DEFAULT_PROM_PORT", taken)
+    monkeypatch.setattr(m, "_default_port_fallback", False)
+    try:
+        with pytest.raises(OSError):
+            await m.MetricsHub().acquire(_config(metrics_prom_exporter_port=taken))
+        m.fall_back_from_default_port()
+        hub, config = m.MetricsHub(), _config(metrics_prom_exporter_port=taken)
+        port = await hub.acquire(config)
+        assert port not in (taken, 0) and config.metrics_prom_exporter_port == port
+        assert (await _get(f"http://127.0.0.1:{port}/metrics"))[0] == 200
+        await hub.release(config)
+        other = socket.socket()  # a port that is not the default: still refused loudly
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        try:
+            with pytest.raises(OSError):
+                await m.MetricsHub().acquire(_config(metrics_prom_exporter_port=other.getsockname()[1]))
+        finally:
+            other.close()
+    finally:
+        holder.close()
