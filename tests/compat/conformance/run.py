@@ -20,6 +20,7 @@ from orbitmq.common.message import Message
 from orbitmq.common.subscription_group import SubscriptionGroupConfig
 from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting.client import RemotingClient
+from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.protocol import RemotingCommand
 from tests.compat.conformance import report
 from tests.compat.conformance.compare import Answer, differences
@@ -89,8 +90,12 @@ def _fill(value: str, side: Side) -> str:
 async def ask(client: RemotingClient, side: Side, case: Case) -> Answer:
     addr = side.namesrv if case.target == "namesrv" else side.broker
     fields = {k: _fill(v, side) for k, v in case.fields.items()}
-    response = await client.invoke(addr, RemotingCommand.request(case.code, fields, case.body), timeout=10)
-    return Answer.of(response)
+    deadline = time.monotonic() + case.settle_seconds
+    while True:
+        response = await client.invoke(addr, RemotingCommand.request(case.code, fields, case.body), timeout=10)
+        if response.code != ResponseCode.SYSTEM_ERROR or time.monotonic() >= deadline:
+            return Answer.of(response)
+        await asyncio.sleep(0.5)
 
 
 async def compare_all(apache: Side, orbit: Side, cases: list[Case] = CASES) -> list[Row]:
