@@ -116,8 +116,8 @@ tools:
 
 # Four passes: the tests that mostly wait (long polls, timers, subprocesses, the clusters of
 # tests/integration; the mqadmin CLI tests of tests/admin run a process per command) on three
-# workers (more than the two cores: they wait more than they compute; 13 min against 15-18 on two);
-# (`--dist loadgroup`: an `xdist_group` module, one that starts Apache RocketMQ, stays on one worker);
+# workers, more than the two cores since they wait more than they compute (13 min against 15-18 on
+# two; `--dist loadgroup`: an `xdist_group` module, one that starts Apache RocketMQ, stays on one worker);
 # those of them marked `serial` one at a time; the unit tests of the servers and the core (where
 # the compiled twins are), the SDK tests and one official client's send/receive again, on two
 # workers, with ORBITMQ_NO_SPEEDUPS=1: the pure-Python code an install without a C compiler runs

@@ -52,6 +52,7 @@ REMOTE_SCRAPE_TIMEOUT_SECONDS = 2.0
 HTTP_HEADER_TIMEOUT_SECONDS = 5.0
 
 Source = Callable[[], Iterable[Metric]]
+Readiness = Callable[[], "bool | str"]
 
 # Set by `orbitmq local` when it chose DEFAULT_PROM_PORT itself (nobody asked for it): if another
 # process binds the port between its check and this process's bind, a free port is taken instead.
@@ -62,7 +63,6 @@ def fall_back_from_default_port() -> None:
     """Let an exporter on DEFAULT_PROM_PORT take a free port when that one is taken."""
     global _default_port_fallback
     _default_port_fallback = True
-Readiness = Callable[[], "bool | str"]
 
 
 # ---- config -------------------------------------------------------------------------------------
