@@ -266,12 +266,37 @@ def compute(workdir: Path) -> dict[str, Any]:
         for run in runs.values():
             result[run.version] = {"lines": run.lines, "names": prepared[run.version][1],
                                    "stderr": run.stderr.read_text(errors="replace")[-4000:],
-                                   "returncode": run.popen.returncode}
+                                   "returncode": run.popen.returncode,
+                                   "client_log": _client_log_warnings(workdir / f"client-logs-{run.version}")}
+        result["membership"] = _membership_lines(cluster)
         result["probes"] = probes
         result["after"] = after
         result["brokers"] = cluster.brokers
         result["namesrv"] = cluster.namesrv
     return result
+
+
+MEMBERSHIP = ("new consumer connected", "consumer channel closed", "unregister consumer", "consumer channel expired")
+
+
+def _membership_lines(cluster: RemotingCluster) -> list[str]:
+    """Every consumer-group membership change the broker sets logged: when a test sees a rebalance
+    it did not expect, its report shows who joined or left (and when)."""
+    lines = []
+    for name in ("broker-a", "broker-b"):
+        text = cluster.procs[name].log_text() if name in cluster.procs else ""
+        lines += [f"{name}: {line}" for line in text.splitlines() if any(m in line for m in MEMBERSHIP)]
+    return lines
+
+
+def _client_log_warnings(logs: Path) -> list[str]:
+    """The WARN and ERROR lines of the JVM's rocketmq client log, for failure reports (5.x logs INFO
+    whatever rocketmq.client.logLevel says)."""
+    lines: list[str] = []
+    for path in sorted(logs.rglob("*.log")):
+        lines += [line for line in path.read_text(errors="replace").splitlines()
+                  if " WARN " in line or " ERROR " in line]
+    return lines
 
 
 def _trace_rows(cluster: RemotingCluster, msg_id: str) -> str:

@@ -39,6 +39,16 @@ class Scenario:
         self.after = result["after"].get(sid)
         self.result = result
         self.context = f"{sid}:\n" + "\n".join(self.lines) + "\n--- JVM stderr ---\n" + run["stderr"]
+        groups = {name for key, name in self.names.items() if key.startswith("group")}
+        joined_left = [line for line in result.get("membership", []) if any(g in line for g in groups)]
+        # its own WARN lines name its instances or groups; a channel closed on a timeout names only
+        # the address, and may be why a group's membership changed
+        own_log = [line for line in run.get("client_log", [])
+                   if sid in line or any(g in line for g in groups) or "close the channel" in line
+                   or "close socket" in line]
+        self.context += ("\n--- membership changes of its groups ---\n" + "\n".join(joined_left)
+                         + "\n--- the JVM's client log: its WARN lines and closed channels ---\n"
+                         + "\n".join(own_log[-60:]))
         assert self.lines and self.lines[-1] == "OK", self.context
 
     def rows(self, kind: str) -> list[list[str]]:

@@ -418,14 +418,25 @@ final class Scenarios {
             lc.start();
             subscribed.add(lc);
         }
+        // Shared, and settled: unchanged for two rebalance rounds (the JVM rebalances every second),
+        // so that no instance is still between taking a queue off its table and dropping its pulls.
+        List<Set<MessageQueue>> last = new ArrayList<>();
+        long[] since = {0};
         Ctx.await(() -> {
             try {
                 Set<MessageQueue> a = assigned(subscribed.get(0));
                 Set<MessageQueue> b = assigned(subscribed.get(1));
                 Set<MessageQueue> union = new HashSet<>(a);
                 union.addAll(b);
-                return !a.isEmpty() && !b.isEmpty() && a.size() + b.size() == mqs.size()
+                boolean shared = !a.isEmpty() && !b.isEmpty() && a.size() + b.size() == mqs.size()
                     && union.equals(new HashSet<>(mqs));
+                if (!shared || !List.of(a, b).equals(last)) {
+                    last.clear();
+                    last.addAll(List.of(a, b));
+                    since[0] = System.currentTimeMillis();
+                    return false;
+                }
+                return System.currentTimeMillis() - since[0] >= 2_000;
             } catch (Exception e) {
                 throw new IllegalStateException(e);
             }
@@ -536,6 +547,11 @@ final class Scenarios {
         DefaultMQProducer replier = Clients.producer(c, "-r", null);
         replier.start();
         DefaultMQPushConsumer pc = Clients.push(c, c.arg("group"), "-c", null);
+        // The client's first rebalance raises its subscription's version and sends a heartbeat only
+        // if no other heartbeat holds MQClientInstance's lockHeartbeat (tryLock); when the scheduled
+        // one does, the broker keeps the old version and answers SUBSCRIPTION_NOT_LATEST to every
+        // pull until the next heartbeat, 30 s later by default: longer than a request's 10 s.
+        pc.setHeartbeatBrokerInterval(1000);
         pc.subscribe(topic, "*");
         pc.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
             for (MessageExt m : msgs) {
