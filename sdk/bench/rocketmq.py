@@ -10,8 +10,15 @@ runs first and is stopped before OrbitMQ's starts, so the two never share the co
 - idle memory: the RSS of all the cluster's processes a few seconds after start-up;
 - ``sends``: 1 KiB single-message sends through the proxy with ``--window`` in flight, from the
   official Python client (Producer.send_async) and from OrbitMQ's grpc.aio load generator;
+- ``java_grpc_sends``: the same sends from the official Java gRPC client (rocketmq-client-java,
+  Producer.sendAsync with ``--window`` in flight; tests/interop/java/grpc, SendLoad);
 - ``remoting``: sends straight to the broker with the Remoting producer (single messages,
   ``--window`` in flight, then SEND_BATCH_MESSAGE batches of ``--batch``);
+- ``java_remoting``: the same two from Apache's Java Remoting producer (rocketmq-client 5.5.0
+  DefaultMQProducer: asynchronous sends bounded to ``--window``, then send(Collection) batches of
+  ``--batch`` from 4 threads; tests/interop/java/remoting5, SendLoad). Each Java load is one JVM
+  that warms up ``--client-warmup`` seconds before it is timed; its start-up and warm-up are not
+  in the figures, nor in the CPU per message;
 - ``drain``: ``--drain`` messages stored, then received + acked through the proxy;
 - ``latency``: end-to-end (born -> received) p50/p99 at each fixed ``--rates`` rate;
 - ``disk``: store growth (allocated blocks) per 1 KiB message over the drain's fill;
@@ -21,7 +28,8 @@ runs first and is stopped before OrbitMQ's starts, so the two never share the co
 
 Prints one table: Apache, OrbitMQ and the ratio OrbitMQ / Apache, each row saying which way is
 better; ``--json`` also prints the figures as one JSON line. Loads that are not built print
-"not measured: <why>". Nothing is asserted.
+"not measured: <why>" (the Java ones when `make clients` has not built their suite). Nothing is
+asserted.
 """
 
 from __future__ import annotations
@@ -30,10 +38,12 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,17 +56,25 @@ from orbitmq.bench.proxy_client import ProxyClient
 from orbitmq.bench.remoting_producer import _rate
 from orbitmq.bench.sdk_producer import official_async
 
-LOADS = ("sends", "remoting", "drain", "latency")
+LOADS = ("sends", "java_grpc_sends", "remoting", "java_remoting", "drain", "latency")
 # Both sides' proxies take the same ProxyConfig keys: short long-polling floors keep the drain's
 # receives quick (Apache's defaults hold a receive 5 s after the backlog is gone).
 PROXY_KEYS = {"grpcClientConsumerMinLongPollingTimeoutMillis": 1000,
               "grpcClientConsumerMaxLongPollingTimeoutMillis": 3000, "minInvisibleTimeMillsForRecv": 1000}
 QUEUES = 8
 TOPICS = ("BenchSend", "BenchRemoting", "BenchDrain", "OrbitBenchE2E")
+BATCH_SENDERS = 4  # batches in flight (threads of the Java producer, coroutines of the Python one)
+# The Java load generators: load -> (suite of tests/interop/java built by `make clients`, main class).
+JAVA_MAINS = {"java_grpc_sends": ("grpc", "orbitmq.interop.SendLoad"),
+              "java_remoting": ("remoting5", "orbitmq.remoting.SendLoad")}
+# JIT of each generator, chosen by its own CPU per message (the "client" figure), since on a 2-core
+# machine the generator's CPU is taken from the servers being measured and pulls the ratio towards
+# 1. tests/support/jvm.py stops client JVMs at C1. The Remoting producer gets C2 back (the last -XX
+# flag wins): 14-16 us/msg against 23-32 at C1 on single sends. The gRPC client stays at C1: C2
+# still compiles its gRPC/Netty/protobuf stack through a bench-length run (230-680 us/msg after
+# 3-10 s of warm-up, against 66 at C1). Heap and GC stay jvm.py's (32-256 MiB, serial).
+JAVA_LOAD_FLAGS = {"java_grpc_sends": [], "java_remoting": ["-XX:TieredStopAtLevel=4"]}
 NOT_MEASURED = {
-    "java_grpc_sends": "the Java gRPC load generator (rocketmq-client-java) is not written yet",
-    "java_remoting": "the Java Remoting producer main is not written yet; OrbitMQ's Python Remoting "
-                     "producer drives both brokers instead",
     "sync_flush": "this run flushes asynchronously; run again with --sync-flush (both brokers SYNC_FLUSH)",
     "replicas3": "the 3-replica controller-mode set (controllers + 3 brokers on both sides) is not wired "
                  "into this bench yet",
@@ -126,10 +144,16 @@ class Sampler:
         self._thread.join()
 
 
-def _with_cpu(pids: dict[str, int], out: dict[str, Any], name: str, fn: Callable[[], tuple[float, int]]) -> None:
-    """Run ``fn`` (-> (msgs/s, messages)); store the rate and each process's CPU us per message."""
+def _with_cpu(pids: dict[str, int], out: dict[str, Any], name: str, fn: Callable[..., tuple[float, int]], *,
+              marked: bool = False) -> None:
+    """Run ``fn`` (-> (msgs/s, messages)); store the rate and each process's CPU us per message.
+    A ``marked`` fn is given a callable to call when its timed part starts: the CPU is counted
+    from there (a JVM load generator's start-up and warm-up are left out)."""
     before = {k: _cpu_seconds(p) for k, p in pids.items()}
-    rate, messages = fn()
+
+    def mark() -> None:
+        before.update({k: _cpu_seconds(p) for k, p in pids.items()})
+    rate, messages = fn(mark) if marked else fn()
     out[name] = rate
     for k, p in pids.items():
         out[f"{name}_cpu_us_{k}"] = (_cpu_seconds(p) - before[k]) * 1e6 / messages if messages else None
@@ -252,8 +276,20 @@ def _run_loads(side: Side, args: argparse.Namespace, body: bytes, out: dict[str,
             out["grpc_sends_errors"] = s.errors
             return s.summary()["tps"], s.messages
         _with_cpu(pids, out, "grpc_sends", grpc_load)
+    if _java_selected(args, "java_grpc_sends"):
+        def java_grpc(mark: Callable[[], None]) -> tuple[float, int]:
+            return _java_load(side, args, "java_grpc_sends", "java_grpc_sends",
+                              [f"endpoints={endpoint}", f"topic={TOPICS[0]}", f"window={args.window}"], mark, out)
+        _with_cpu(pids, out, "java_grpc_sends", java_grpc, marked=True)
     if "remoting" in args.only:
         _remoting(side, args, body, out)
+    if _java_selected(args, "java_remoting"):
+        for mode, name in (("single", "java_remoting_sends"), ("batch", f"java_remoting_batches_of_{args.batch}")):
+            def java_remoting(mark: Callable[[], None], mode: str = mode, name: str = name) -> tuple[float, int]:
+                return _java_load(side, args, "java_remoting", name,
+                                  [f"ns={side.namesrv}", f"topic={TOPICS[1]}", f"mode={mode}", f"window={args.window}",
+                                   f"batch={args.batch}", f"threads={BATCH_SENDERS}"], mark, out)
+            _with_cpu(pids, out, name, java_remoting, marked=True)
     if "drain" in args.only:
         before = _disk_bytes(side.store)
 
@@ -302,7 +338,7 @@ def _remoting(side: Side, args: argparse.Namespace, body: bytes, out: dict[str, 
             else:
                 rate, errors = await _rate(lambda: producer.send_batch([Message(topic, body)
                                                                         for _ in range(args.batch)]),
-                                           args.duration, 4, args.batch)
+                                           args.duration, BATCH_SENDERS, args.batch)
             results[mode] = (rate, int(rate * args.duration))
             out[f"remoting_{mode}_errors"] = errors
         finally:
@@ -313,6 +349,53 @@ def _remoting(side: Side, args: argparse.Namespace, body: bytes, out: dict[str, 
             asyncio.run(run(mode))
             return results[mode]
         _with_cpu(side.pids, out, name, once)
+
+
+def _java_selected(args: argparse.Namespace, load: str) -> bool:
+    return load in args.only and load not in NOT_MEASURED
+
+
+def _java_load(side: Side, args: argparse.Namespace, load: str, name: str, argv: list[str],
+               mark: Callable[[], None], out: dict[str, Any]) -> tuple[float, int]:
+    """Run the JVM load generator of ``load`` against ``side`` -> (msgs/s, messages); its failed
+    sends go to ``out[name_errors]``, its own CPU per message to ``out[name_cpu_us_client]``.
+
+    Its SendLoad main prints "TIMED <mode>" when the warm-up is over (``mark`` is called then) and
+    "RESULT mode=M msgs=N seconds=S errors=E cpu=C" at the end; stdout and stderr are read together."""
+    from tests.support import jvm
+    suite_name, main_class = JAVA_MAINS[load]
+    logs = side.runner.workdir / "java-logs"  # the clients' own logs, not under ~/logs
+    flags = [*JAVA_LOAD_FLAGS[load], f"-Drocketmq.log.root={logs}", f"-Drocketmq.client.logRoot={logs}"]
+    command = jvm.suite(suite_name).command(main_class, *argv, f"seconds={args.duration}",
+                                            f"warmup={args.client_warmup}", f"size={args.size}", jvm_flags=flags)
+    tail: deque[str] = deque(maxlen=40)
+    result: dict[str, str] | None = None
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        killer = threading.Timer(args.duration + args.client_warmup + 120, proc.kill)
+        killer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                tail.append(line.rstrip())
+                if line.startswith("TIMED"):
+                    mark()
+                elif line.startswith("RESULT "):
+                    result = dict(field.split("=", 1) for field in line.split()[1:])
+        except BaseException:
+            proc.kill()
+            raise
+        finally:
+            killer.cancel()
+        code = proc.wait()
+    if code != 0 or result is None:
+        raise RuntimeError(f"{side.kind}: {main_class} {' '.join(argv)} exited {code} without a result:\n"
+                           + "\n".join(tail))
+    messages, seconds, errors = int(result["msgs"]), float(result["seconds"]), int(result["errors"])
+    out[f"{name}_errors"] = errors
+    out[f"{name}_cpu_us_client"] = float(result["cpu"]) * 1e6 / messages if messages else None
+    if errors:
+        print(f"  {name}: {errors} failed sends", flush=True)
+    return (messages / seconds if seconds > 0 else 0.0), messages
 
 
 # ---- the table -------------------------------------------------------------------------------
@@ -328,10 +411,17 @@ def rows(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
         out += [("official_python_sends", f"proxy sends, official Python client, {args.window} in flight",
                  "msgs/s", "higher"),
                 ("grpc_sends", f"proxy sends, grpc.aio generator, {args.window} in flight", "msgs/s", "higher")]
+    if _java_selected(args, "java_grpc_sends"):
+        out += [("java_grpc_sends", f"proxy sends, Java gRPC client, {args.window} in flight", "msgs/s", "higher")]
     if "remoting" in args.only:
         out += [("remoting_sends", f"broker sends, Remoting producer, {args.window} in flight", "msgs/s", "higher"),
                 (f"remoting_batches_of_{args.batch}", f"broker sends, Remoting batches of {args.batch}",
                  "msgs/s", "higher")]
+    if _java_selected(args, "java_remoting"):
+        out += [("java_remoting_sends", f"broker sends, Java Remoting producer, {args.window} in flight",
+                 "msgs/s", "higher"),
+                (f"java_remoting_batches_of_{args.batch}",
+                 f"broker sends, Java Remoting batches of {args.batch}, {BATCH_SENDERS} threads", "msgs/s", "higher")]
     if "drain" in args.only:
         out += [("fill_batches_of_32", "proxy sends, batches of 32 (the drain's fill)", "msgs/s", "higher"),
                 ("drain", f"drain of {args.drain:,} (receive + ack) through the proxy", "msgs/s", "higher"),
@@ -358,12 +448,12 @@ def print_table(args: argparse.Namespace, apache: dict[str, Any], orbit: dict[st
         ratios[key] = ratio
         print(f"{label:<58} {unit:>7} {_fmt(a):>10} {_fmt(o):>10} "
               f"{'-' if ratio is None else f'{ratio:.3f} x':>13}  {better}")
-    print("\nserver CPU per message (us), per process:")
+    print("\nserver CPU per message (us), per process (and the Java load generator's own, client):")
     loads = [k for k, _l, unit, _b in rows(args) if unit == "msgs/s"]
     for load in loads:
         parts = []
         for name, side in (("Apache", apache), ("OrbitMQ", orbit)):
-            cpu = [f"{p} {side[f'{load}_cpu_us_{p}']:.0f}" for p in ("proxy", "broker", "namesrv")
+            cpu = [f"{p} {side[f'{load}_cpu_us_{p}']:.0f}" for p in ("proxy", "broker", "namesrv", "client")
                    if side.get(f"{load}_cpu_us_{p}") is not None]
             parts.append(f"{name}: " + ", ".join(cpu))
         print(f"  {load:<28} " + "; ".join(parts))
@@ -394,13 +484,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--latency-duration", type=float, default=10.0, help="seconds per fixed rate")
     p.add_argument("--warmup", type=float, default=10.0,
                    help="seconds of proxy sends after idle RSS is read and before the timed loads")
+    p.add_argument("--client-warmup", type=float, default=3.0,
+                   help="seconds each Java load generator sends, untimed, before its timed load (its JIT)")
     p.add_argument("--settle", type=float, default=3.0, help="seconds after start-up before idle RSS is read")
     p.add_argument("--sync-flush", action="store_true", help="both brokers with flushDiskType=SYNC_FLUSH")
     p.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = p.parse_args(list(argv or []))
     if args.quick:
         args.duration, args.drain, args.latency_duration, args.settle = 2.0, 2_000, 3.0, 1.0
-        args.warmup = 0.0
+        args.warmup, args.client_warmup = 0.0, 1.0
         if args.rates == p.get_default("rates"):
             args.rates = "500"
     args.only = [x.strip() for x in args.only.split(",") if x.strip()]
@@ -409,6 +501,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"unknown loads {unknown}: pick from {','.join(LOADS)}")
     args.rates = [float(r) for r in args.rates.split(",") if r.strip()]
     _repo_on_path()
+    from tests.support import jvm
+    for load, (suite_name, _main) in JAVA_MAINS.items():
+        if load in args.only:
+            try:
+                jvm.suite(suite_name)
+            except AssertionError as e:  # not built: its rows are left out, the reason printed
+                NOT_MEASURED[load] = str(e)
     broker_keys: dict[str, object] = {"flushDiskType": "SYNC_FLUSH"} if args.sync_flush else {}
     if args.sync_flush:
         NOT_MEASURED.pop("sync_flush", None)
