@@ -123,7 +123,9 @@ tools:
 # workers, with ORBITMQ_NO_SPEEDUPS=1: the pure-Python code an install without a C compiler runs
 # (orbitmq.common.speedups; not the Remoting client's tests: that client has no compiled twin, and
 # tests/unit/core checks its codecs in that mode); then the timing-sensitive rest (crashes,
-# partitions, k8s boots, Spark, tests/compat's Apache RocketMQ JVMs beside OrbitMQ) one at a time.
+# partitions, k8s boots, Spark, tests/compat's Apache RocketMQ JVMs beside OrbitMQ) on two workers,
+# each module whole on one (`--dist loadfile`: its clusters and JVMs start once; 16 min against
+# 20 one at a time), printing the slowest so the next cut is visible in CI's log.
 # An integration test whose assertions are about time (a delay not delivered early) is marked
 # `serial`. Every pass runs; the target fails if any did.
 PARALLEL_TESTS := tests/unit tests/fuzz tests/sdk tests/interop tests/admin tests/integration
@@ -135,7 +137,8 @@ test: setup node tools clients
 	$(BIN)/python -m pytest -q -m serial $(PARALLEL_TESTS) || status=$$?; \
 	ORBITMQ_NO_SPEEDUPS=1 $(BIN)/python -m pytest -q -n 2 -m "not serial" $(NO_SPEEDUPS_TESTS) \
 		--ignore=tests/sdk/remoting_client || status=$$?; \
-	$(BIN)/python -m pytest -q $(addprefix --ignore=,$(PARALLEL_TESTS)) || status=$$?; \
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 $(addprefix --ignore=,$(PARALLEL_TESTS)) \
+		|| status=$$?; \
 	exit $$status
 
 # The edit-test loop: tests/unit alone, on two workers. It needs the venv (`setup`) but not
