@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -34,6 +35,51 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
 
 def _test_failed(node: pytest.Item) -> bool:
     return any(getattr(getattr(node, f"rep_{phase}", None), "failed", False) for phase in ("setup", "call"))
+
+
+# ---- temp dirs of wider-scoped fixtures -----------------------------------------------------
+#
+# tmp_path_retention_policy = "failed" (pyproject.toml) removes a passed test's tmp_path at once,
+# but a directory a module- or session-scoped fixture made with tmp_path_factory.mktemp stays
+# until the whole session ends, and stays for good when any test of the session failed. Its
+# brokers fallocate 1 GiB CommitLog segments (the open one and the next, prepared ahead), so one
+# pass of `make test` kept ~20 GiB and a later pass ran out of disk. Such a directory is removed
+# when the fixture that made it is torn down, unless a test failed while it was up.
+
+_fixtures_in_setup: list[pytest.FixtureDef[object]] = []
+_fixture_dirs: dict[pytest.FixtureDef[object], tuple[int, list[Path]]] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest):
+    _fixtures_in_setup.append(fixturedef)
+    try:
+        return (yield)
+    finally:
+        _fixtures_in_setup.pop()
+
+
+def pytest_fixture_post_finalizer(fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest) -> None:
+    failed_at_setup, dirs = _fixture_dirs.pop(fixturedef, (0, []))
+    if request.session.testsfailed == failed_at_setup:
+        for path in dirs:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fixture_dirs_follow_their_fixture(request: pytest.FixtureRequest,
+                                       tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Credit each mktemp made during a fixture's set-up to that (innermost) fixture."""
+    mktemp = tmp_path_factory.mktemp
+
+    def mktemp_for_fixture(basename: str, numbered: bool = True) -> Path:
+        path = mktemp(basename, numbered)
+        if _fixtures_in_setup:
+            owner = _fixtures_in_setup[-1]
+            _fixture_dirs.setdefault(owner, (request.session.testsfailed, []))[1].append(path)
+        return path
+
+    tmp_path_factory.mktemp = mktemp_for_fixture  # type: ignore[method-assign]
 
 
 @pytest.fixture(autouse=True)

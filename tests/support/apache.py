@@ -142,11 +142,15 @@ class Apache:
     def spawn(self, kind: str, name: str, args: list[str], jvm_flags: list[str] | None = None) -> ApacheProcess:
         """Start ``kind``'s main class without waiting; ``jvm_flags`` come after the defaults."""
         home = self.runner.workdir / name
-        home.mkdir(parents=True, exist_ok=True)
+        # java.io.tmpdir inside the test's own directory: the broker unpacks librocksdbjni (13 MB)
+        # and a TLS server writes its self-signed keyutil_* pair there on every start, and a
+        # killed JVM never deletes them; under /tmp they would pile up across runs.
+        java_tmp = home / "java-tmp"
+        java_tmp.mkdir(parents=True, exist_ok=True)
         logback = f"jar:file:{_jar(self.entries, kind)}!/rmq.{kind}.logback.xml"
         argv = [shutil.which("java") or "java", *self.flags, *HEAPS[kind], f"-Duser.home={home}",
-                f"-Drmq.logback.configurationFile={logback}", *(jvm_flags or []), "-cp", self.cp, MAIN_CLASS[kind],
-                *args]
+                f"-Djava.io.tmpdir={java_tmp}", f"-Drmq.logback.configurationFile={logback}", *(jvm_flags or []),
+                "-cp", self.cp, MAIN_CLASS[kind], *args]
         env = {**os.environ, "ROCKETMQ_HOME": str(home), "RMQ_PROXY_HOME": str(home), "HOME": str(home)}
         log_path = self.runner.workdir / f"{name}.log"
         log_start = log_path.stat().st_size if log_path.exists() else 0
