@@ -122,8 +122,10 @@ def wrapped(resource: pb.Resource) -> str:
 # Server -> client Telemetry commands queued for one stream; a client that does not read its
 # stream fills it, and the stream is then ended rather than buffered without bound (issue 16).
 TELEMETRY_OUTBOX_CAPACITY = 256
-# How long a heartbeat waits for the Settings of a client whose Telemetry stream is already open.
-SETTINGS_WAIT_SECONDS = 2.0
+# How long a heartbeat waits for the Settings of its client (ClientManager._settings_soon): the
+# Java client's requestTimeout, 3 s, and never past the call's own deadline less a reserve.
+SETTINGS_WAIT_SECONDS = 3.0
+SETTINGS_WAIT_RESERVE_SECONDS = 0.2
 
 
 class ClientManager:
@@ -334,24 +336,31 @@ class ClientManager:
 
     # ---- Heartbeat / termination -------------------------------------------------------------
 
-    async def _settings_soon(self, client_id: str) -> GrpcClient | None:
-        """The client, once its settings are known. A client whose Telemetry stream is open but
-        whose settings have not arrived yet (its first heartbeat raced its first Settings command,
-        as the Java client's may) is waited for, briefly; upstream answers it
-        UNRECOGNIZED_CLIENT_TYPE at once and the client logs a failed heartbeat."""
-        client = self.clients.get(client_id)
-        if client is None or client.settings is not None or client.outbox is None:
+    async def _settings_soon(self, ctx: ProxyContext) -> GrpcClient | None:
+        """The client, once its settings are known. The Java client sends its first heartbeat
+        without waiting for its Telemetry stream to open or its Settings to be read, and on a
+        loaded host (TLS handshakes, ACL checks) the heartbeat often comes first; upstream answers
+        it UNRECOGNIZED_CLIENT_TYPE at once and the client logs a failed heartbeat. Here a client
+        whose settings are not known yet is waited for, up to SETTINGS_WAIT_SECONDS within the
+        call's deadline, and only then refused."""
+        client = self.clients.get(ctx.client_id)
+        if client is not None and client.settings is not None:
             return client
-        waiter = self._settings_waiters.setdefault(client_id, asyncio.Event())
+        wait = SETTINGS_WAIT_SECONDS
+        if ctx.time_remaining is not None:
+            wait = min(wait, ctx.time_remaining - SETTINGS_WAIT_RESERVE_SECONDS)
+        if wait <= 0:
+            return client
+        waiter = self._settings_waiters.setdefault(ctx.client_id, asyncio.Event())
         try:
-            await asyncio.wait_for(waiter.wait(), SETTINGS_WAIT_SECONDS)
+            await asyncio.wait_for(waiter.wait(), wait)
         except TimeoutError:
-            if self._settings_waiters.get(client_id) is waiter:
-                del self._settings_waiters[client_id]
-        return self.clients.get(client_id)
+            if self._settings_waiters.get(ctx.client_id) is waiter:
+                del self._settings_waiters[ctx.client_id]
+        return self.clients.get(ctx.client_id)
 
     async def heartbeat(self, ctx: ProxyContext, request: spb.HeartbeatRequest) -> spb.HeartbeatResponse:
-        client = await self._settings_soon(ctx.client_id)
+        client = await self._settings_soon(ctx)
         if client is None or client.settings is None:
             return spb.HeartbeatResponse(status=errors.status(
                 Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"))
