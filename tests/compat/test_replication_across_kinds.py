@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from orbitmq.client import MQClientAPI
+from orbitmq.client.errors import MQBrokerError
 from orbitmq.client.results import SendStatus
 from orbitmq.common import fastjson
 from orbitmq.common.message import Message
@@ -120,8 +121,22 @@ async def _ha_connections(api: MQClientAPI, addr: str) -> list:
     return fastjson.loads(response.body).get("haConnectionInfo") or []
 
 
+# Apache's BrokerController#getRuntimeInfo answers SYSTEM_ERROR (NoSuchElementException from
+# StoreStatsService's LinkedList#getLast) until its stats were first sampled; a JVM just started on
+# two busy cores can take a while to get there.
+RUNTIME_INFO_SETTLE_SECONDS = 60.0
+
+
 async def _commit_log_max(api: MQClientAPI, addr: str) -> int:
-    return int((await api.get_broker_runtime_info(addr))["commitLogMaxOffset"])
+    deadline = time.monotonic() + RUNTIME_INFO_SETTLE_SECONDS
+    while True:
+        try:
+            return int((await api.get_broker_runtime_info(addr))["commitLogMaxOffset"])
+        except MQBrokerError as e:
+            if e.code != ResponseCode.SYSTEM_ERROR or "NoSuchElementException" not in e.remark \
+                    or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(0.5)
 
 
 async def _replicate_then_read_from_slave(namesrv: str, s: BrokerSet) -> None:

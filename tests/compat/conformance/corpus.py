@@ -168,7 +168,7 @@ BROKER_CASES = [
     Case("all consumer offsets", "broker", RC.GET_ALL_CONSUMER_OFFSET, body_depth=1),
     # Apache's BrokerController#getRuntimeInfo throws NoSuchElementException (LinkedList#getLast of
     # an empty StatsItem minute list) until its stats were first sampled, about 10 s after start.
-    Case("runtime info", "broker", RC.GET_BROKER_RUNTIME_INFO, body_depth=1, settle_seconds=30.0),
+    Case("runtime info", "broker", RC.GET_BROKER_RUNTIME_INFO, body_depth=1, settle_seconds=60.0),
     Case("lock a queue", "broker", RC.LOCK_BATCH_MQ, body=LOCK_BODY, body_depth=3),
     Case("lock with a body that is not JSON", "broker", RC.LOCK_BATCH_MQ, body=b"not json"),
     Case("pop", "broker", RC.POP_MESSAGE,
