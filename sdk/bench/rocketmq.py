@@ -21,6 +21,9 @@ runs first and is stopped before OrbitMQ's starts, so the two never share the co
   in the figures, nor in the CPU per message;
 - ``drain``: ``--drain`` messages stored, then received + acked through the proxy;
 - ``latency``: end-to-end (born -> received) p50/p99 at each fixed ``--rates`` rate;
+- ``replicas3``: after the single broker, a 3-replica controller-mode broker set of the same
+  kind (a controller, three brokers with allAckInSyncStateSet, a proxy; bench/rocketmq_replicas.py):
+  its start-up, grpc.aio sends through its proxy and Remoting single sends to its master;
 - ``disk``: store growth (allocated blocks) per 1 KiB message over the drain's fill;
 - memory under load: the highest RSS sampled while the loads ran;
 - server CPU per message of each process (utime + stime from /proc) for every load: where the
@@ -56,7 +59,7 @@ from orbitmq.bench.proxy_client import ProxyClient
 from orbitmq.bench.remoting_producer import _rate
 from orbitmq.bench.sdk_producer import official_async
 
-LOADS = ("sends", "java_grpc_sends", "remoting", "java_remoting", "drain", "latency")
+LOADS = ("sends", "java_grpc_sends", "remoting", "java_remoting", "drain", "latency", "replicas3")
 # Both sides' proxies take the same ProxyConfig keys: short long-polling floors keep the drain's
 # receives quick (Apache's defaults hold a receive 5 s after the backlog is gone).
 PROXY_KEYS = {"grpcClientConsumerMinLongPollingTimeoutMillis": 1000,
@@ -74,10 +77,10 @@ JAVA_MAINS = {"java_grpc_sends": ("grpc", "orbitmq.interop.SendLoad"),
 # still compiles its gRPC/Netty/protobuf stack through a bench-length run (230-680 us/msg after
 # 3-10 s of warm-up, against 66 at C1). Heap and GC stay jvm.py's (32-256 MiB, serial).
 JAVA_LOAD_FLAGS = {"java_grpc_sends": [], "java_remoting": ["-XX:TieredStopAtLevel=4"]}
+# The processes whose CPU per message is printed, in this order ("slaves": a 3-replica set's two).
+CPU_COLUMNS = ("proxy", "broker", "slaves", "controller", "namesrv", "client")
 NOT_MEASURED = {
     "sync_flush": "this run flushes asynchronously; run again with --sync-flush (both brokers SYNC_FLUSH)",
-    "replicas3": "the 3-replica controller-mode set (controllers + 3 brokers on both sides) is not wired "
-                 "into this bench yet",
     "profile": "the py-spy/cProfile capture of the slowest path is not wired in; per-process CPU per "
                "message is printed instead",
 }
@@ -259,6 +262,9 @@ def measure_side(kind: str, args: argparse.Namespace, broker_keys: dict[str, obj
             raise
         finally:
             side.stop()
+    if "replicas3" in args.only:
+        from orbitmq.bench.rocketmq_replicas import measure_replicas
+        out.update(measure_replicas(kind, args, broker_keys))
     return out
 
 
@@ -320,13 +326,16 @@ def _run_loads(side: Side, args: argparse.Namespace, body: bytes, out: dict[str,
                   f"{'' if held else ' (rate not held)'}", flush=True)
 
 
-def _remoting(side: Side, args: argparse.Namespace, body: bytes, out: dict[str, Any]) -> None:
+def _remoting(side: Side, args: argparse.Namespace, body: bytes, out: dict[str, Any],
+              modes: Sequence[tuple[str, str]] | None = None) -> None:
+    """The Remoting producer's loads straight to ``side``'s broker: ``modes`` are (mode, figure
+    name) pairs, "single" or "batch" (default: both, as remoting_sends and remoting_batches_of_N)."""
     from orbitmq.common.message import Message
     from orbitmq.remoting_client.config import RemotingClientConfig
     from orbitmq.remoting_client.producer import AsyncDefaultMQProducer
     results: dict[str, tuple[float, int]] = {}
 
-    async def run(mode: str) -> None:
+    async def run(mode: str, name: str) -> None:
         producer = AsyncDefaultMQProducer("BenchRemotingProducer", RemotingClientConfig(
             namesrv_addr=side.namesrv, client_ip="127.0.0.1", instance_name=f"bench-{mode}"), send_msg_timeout=10)
         await producer.start()
@@ -340,13 +349,13 @@ def _remoting(side: Side, args: argparse.Namespace, body: bytes, out: dict[str, 
                                                                         for _ in range(args.batch)]),
                                            args.duration, BATCH_SENDERS, args.batch)
             results[mode] = (rate, int(rate * args.duration))
-            out[f"remoting_{mode}_errors"] = errors
+            out[f"{name}_errors"] = errors
         finally:
             await producer.shutdown()
 
-    for mode, name in (("single", "remoting_sends"), ("batch", f"remoting_batches_of_{args.batch}")):
-        def once(mode: str = mode) -> tuple[float, int]:
-            asyncio.run(run(mode))
+    for mode, name in modes or (("single", "remoting_sends"), ("batch", f"remoting_batches_of_{args.batch}")):
+        def once(mode: str = mode, name: str = name) -> tuple[float, int]:
+            asyncio.run(run(mode, name))
             return results[mode]
         _with_cpu(side.pids, out, name, once)
 
@@ -426,6 +435,12 @@ def rows(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
         out += [("fill_batches_of_32", "proxy sends, batches of 32 (the drain's fill)", "msgs/s", "higher"),
                 ("drain", f"drain of {args.drain:,} (receive + ack) through the proxy", "msgs/s", "higher"),
                 ("disk_bytes_per_msg", f"store growth per {args.size} B message", "B", "lower")]
+    if "replicas3" in args.only:
+        out += [("replicas3_startup_s", "3-replica set: start-up to first acknowledged send", "s", "lower"),
+                ("replicas3_grpc_sends", f"3-replica set: proxy sends, grpc.aio, {args.window} in flight",
+                 "msgs/s", "higher"),
+                ("replicas3_remoting_sends", f"3-replica set: master sends, Remoting, {args.window} in flight",
+                 "msgs/s", "higher")]
     if "latency" in args.only:
         for rate in args.rates:
             out += [(f"e2e_{rate:g}_p50_ms", f"end-to-end p50 at {rate:g} msgs/s", "ms", "lower"),
@@ -453,7 +468,7 @@ def print_table(args: argparse.Namespace, apache: dict[str, Any], orbit: dict[st
     for load in loads:
         parts = []
         for name, side in (("Apache", apache), ("OrbitMQ", orbit)):
-            cpu = [f"{p} {side[f'{load}_cpu_us_{p}']:.0f}" for p in ("proxy", "broker", "namesrv", "client")
+            cpu = [f"{p} {side[f'{load}_cpu_us_{p}']:.0f}" for p in CPU_COLUMNS
                    if side.get(f"{load}_cpu_us_{p}") is not None]
             parts.append(f"{name}: " + ", ".join(cpu))
         print(f"  {load:<28} " + "; ".join(parts))
