@@ -34,12 +34,12 @@ from orbitmq.client.results import SendStatus
 from orbitmq.common.fastjson import loads
 from orbitmq.common.message import Message
 from orbitmq.common.topic_config import TopicConfig
-from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode
 from tests.interop.java.mqadmin.tools import mqadmin, orbit, tabbed
 from tests.support import ManagedProcess, ProcessRunner, running, start_namesrv
 from tests.support.apache import Apache, ApacheBroker
 from tests.support.net import free_port, free_port_pair
+from tests.support.pulling import pull_queue
 from tests.support.services import aboot_broker, astart_broker, write_properties
 from tests.support.waiting import wait_until
 
@@ -115,18 +115,6 @@ async def _check_replica_info(api: MQClientAPI, controller: str, broker_name: st
                                           "alive": False}], info
     assert info["inSyncReplicas"] == [{"brokerName": broker_name, "brokerId": int(info["masterBrokerId"]),
                                        "brokerAddress": info["masterAddress"], "alive": True}], info
-
-
-async def _pull_all(api: MQClientAPI, addr: str, queue: int) -> list[bytes]:
-    bodies: list[bytes] = []
-    while True:
-        result = await api.pull_message(addr, h.PullMessageRequestHeader(
-            consumer_group=GROUP, topic=TOPIC, queue_id=queue, queue_offset=len(bodies), max_msg_nums=32,
-            sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0, subscription="*", sub_version=0,
-            expression_type="TAG"))
-        if not result.messages:
-            return bodies
-        bodies.extend(m.body for m in result.messages)
 
 
 def _in_sync(text: str) -> set[str]:
@@ -210,7 +198,7 @@ async def _elect_kill_elect(tmp: Path, namesrv: str, controller: str, broker_nam
         assert _in_sync(run.out) == {survivor}, run.out
 
         for queue in (0, 1):
-            got = await _pull_all(api, survivor, queue)
+            got = [m.body for m in await pull_queue(api, survivor, GROUP, TOPIC, queue)]
             assert got == sent[queue], f"queue {queue} on the new master: {len(got)} of {len(sent[queue])}"
 
         # The old master again, on its store: it registers under its brokerId (its identity file),

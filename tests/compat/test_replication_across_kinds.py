@@ -30,11 +30,11 @@ from orbitmq.client.results import SendStatus
 from orbitmq.common import fastjson
 from orbitmq.common.message import Message
 from orbitmq.common.topic_config import TopicConfig
-from orbitmq.remoting import headers as h
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.support import ManagedProcess, ProcessRunner, running, start_broker, start_namesrv
 from tests.support.apache import Apache
 from tests.support.net import free_port_pair
+from tests.support.pulling import pull_queue
 
 SEGMENT = 4 * 1024 * 1024  # both kinds: CommitLog files named by the same start offsets
 TOPIC = "HaAcrossKinds"
@@ -100,18 +100,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def _bodies() -> list[bytes]:
     sizes = [16, 700, 4096, 40_000, 90_000]  # the last two span several HA transfers
     return [(b"%03d:" % i) + bytes([65 + i % 26]) * sizes[i % len(sizes)] for i in range(MESSAGES)]
-
-
-async def _pull_all(api: MQClientAPI, addr: str, queue: int) -> list[bytes]:
-    bodies: list[bytes] = []
-    while True:
-        result = await api.pull_message(addr, h.PullMessageRequestHeader(
-            consumer_group=GROUP, topic=TOPIC, queue_id=queue, queue_offset=len(bodies), max_msg_nums=32,
-            sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0, subscription="*", sub_version=0,
-            expression_type="TAG"))
-        if not result.messages:
-            return bodies
-        bodies.extend(m.body for m in result.messages)
 
 
 async def _ha_connections(api: MQClientAPI, addr: str) -> list:
@@ -190,7 +178,7 @@ async def _replicate_then_read_from_slave(namesrv: str, s: BrokerSet) -> None:
             assert time.monotonic() < deadline, f"route still {addrs}"
             await asyncio.sleep(0.2)
         for queue in (0, 1):
-            assert await _pull_all(api, s.slave_addr, queue) == sent[queue], f"queue {queue} read from the slave"
+            assert [m.body for m in await pull_queue(api, s.slave_addr, GROUP, TOPIC, queue)] == sent[queue], f"queue {queue} read from the slave"
     finally:
         await api.close()
 

@@ -31,11 +31,11 @@ from orbitmq.client.results import SendStatus
 from orbitmq.common.message import Message
 from orbitmq.common.message_id import decode_offset_message_id
 from orbitmq.common.topic_config import TopicConfig
-from orbitmq.remoting import headers as h
 from tests.compat.test_replication_across_kinds import _commit_log_max, _ha_connections
 from tests.support import ManagedProcess, ProcessRunner, running, start_broker, start_namesrv
 from tests.support.apache import Apache
 from tests.support.net import free_port_pair
+from tests.support.pulling import pull_queue
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -150,16 +150,7 @@ def _files(store: Path) -> dict[int, Path]:
 async def _pull_from_min(api: MQClientAPI, addr: str, queue: int) -> list[bytes]:
     """Every message of the queue from its min offset (the slave's first ConsumeQueue entry) on."""
     offset = await api.get_min_offset(addr, TOPIC, queue)
-    bodies: list[bytes] = []
-    while True:
-        result = await api.pull_message(addr, h.PullMessageRequestHeader(
-            consumer_group=GROUP, topic=TOPIC, queue_id=queue, queue_offset=offset, max_msg_nums=32,
-            sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0, subscription="*", sub_version=0,
-            expression_type="TAG"))
-        if not result.messages:
-            return bodies
-        bodies.extend(m.body for m in result.messages)
-        offset = result.next_begin_offset
+    return [m.body for m in await pull_queue(api, addr, GROUP, TOPIC, queue, offset=offset)]
 
 
 async def _join_then_read_from_slave(namesrv: str, s: BrokerSet) -> None:

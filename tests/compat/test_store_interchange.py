@@ -35,7 +35,6 @@ from pathlib import Path
 import pytest
 
 from orbitmq.client import MQClientAPI
-from orbitmq.client.results import PullStatus
 from orbitmq.common import fastjson
 from orbitmq.common.message import Message
 from orbitmq.common.message_id import decode_offset_message_id
@@ -44,6 +43,7 @@ from orbitmq.common.topic_config import TopicConfig
 from orbitmq.remoting import headers as h
 from tests.support import ManagedProcess, ProcessRunner, running, start_broker
 from tests.support.apache import Apache
+from tests.support.pulling import pull_queue
 
 BROKER_NAME = "broker-store"
 # Both kinds with the same segment size: a CommitLog file's name is its start offset.
@@ -238,19 +238,7 @@ async def _commit(api: MQClientAPI, addr: str, half: tuple[str, int, int, bytes]
 # ---- reading ------------------------------------------------------------------------------------
 
 async def _pull_all(api: MQClientAPI, addr: str, topic: str, queue: int, tags: str = "*") -> list:
-    """Every message of the queue from offset 0 that ``tags`` selects (the broker filters by the
-    ConsumeQueue's tagsCode, which the writing broker computed)."""
-    messages: list = []
-    offset = 0
-    while True:
-        result = await api.pull_message(addr, h.PullMessageRequestHeader(
-            consumer_group=READER, topic=topic, queue_id=queue, queue_offset=offset, max_msg_nums=32,
-            sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0, subscription=tags, sub_version=0,
-            expression_type="TAG"))  # sysFlag FLAG_SUBSCRIPTION: no consumer online is needed
-        messages.extend(result.messages)
-        if result.status == PullStatus.NO_NEW_MSG or result.next_begin_offset <= offset:
-            return messages
-        offset = result.next_begin_offset
+    return await pull_queue(api, addr, READER, topic, queue, tags=tags)
 
 
 async def _bodies_soon(api: MQClientAPI, addr: str, topic: str, want: int, timeout: float) -> list[bytes]:  # noqa: ASYNC109
