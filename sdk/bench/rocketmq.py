@@ -282,6 +282,15 @@ def _run_loads(side: Side, args: argparse.Namespace, body: bytes, out: dict[str,
             out["grpc_sends_errors"] = s.errors
             return s.summary()["tps"], s.messages
         _with_cpu(pids, out, "grpc_sends", grpc_load)
+        if args.profile:  # the slowest path once more, untimed, under the profilers (issue 24)
+            from orbitmq.bench.rocketmq_profile import profile_load
+
+            def profiled() -> float:
+                s = asyncio.run(run_send_load(LoadOptions(endpoint=endpoint, topic=TOPICS[0], size=args.size,
+                                                          concurrency=args.window, duration=args.profile_seconds)))
+                return s.summary()["tps"]
+            out["profile"] = profile_load(side.kind, {k: pids[k] for k in ("proxy", "broker")}, profiled,
+                                          args.profile_seconds, side.runner.workdir / "profile", args.profile_native)
     if _java_selected(args, "java_grpc_sends"):
         def java_grpc(mark: Callable[[], None]) -> tuple[float, int]:
             return _java_load(side, args, "java_grpc_sends", "java_grpc_sends",
@@ -504,16 +513,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--settle", type=float, default=3.0, help="seconds after start-up before idle RSS is read")
     p.add_argument("--sync-flush", action="store_true", help="both brokers with flushDiskType=SYNC_FLUSH")
     p.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    p.add_argument("--profile", action="store_true",
+                   help="after the timed grpc.aio sends, run them again untimed while the proxy and broker are "
+                        "sampled (py-spy for OrbitMQ's, JFR for Apache's) and print their self time")
+    p.add_argument("--profile-seconds", type=float, default=None,
+                   help="seconds of the profiled run (default: --duration)")
+    p.add_argument("--profile-native", action="store_true",
+                   help="py-spy --native for OrbitMQ's processes: C frames too, each sample pausing the process")
     args = p.parse_args(list(argv or []))
     if args.quick:
         args.duration, args.drain, args.latency_duration, args.settle = 2.0, 2_000, 3.0, 1.0
         args.warmup, args.client_warmup = 0.0, 1.0
         if args.rates == p.get_default("rates"):
             args.rates = "500"
+    if args.profile_seconds is None:
+        args.profile_seconds = args.duration
     args.only = [x.strip() for x in args.only.split(",") if x.strip()]
     unknown = [x for x in args.only if x not in LOADS]
     if unknown:
         p.error(f"unknown loads {unknown}: pick from {','.join(LOADS)}")
+    if args.profile and "sends" not in args.only:
+        p.error("--profile profiles the grpc.aio sends: --only must include sends")
     args.rates = [float(r) for r in args.rates.split(",") if r.strip()]
     _repo_on_path()
     from tests.support import jvm
@@ -526,6 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     broker_keys: dict[str, object] = {"flushDiskType": "SYNC_FLUSH"} if args.sync_flush else {}
     if args.sync_flush:
         NOT_MEASURED.pop("sync_flush", None)
+    if args.profile:
+        NOT_MEASURED.pop("profile", None)
     print(f"== Apache RocketMQ vs OrbitMQ: {args.size} B messages, loads {','.join(args.only)}, "
           f"{args.duration:g} s per throughput load{', SYNC_FLUSH' if args.sync_flush else ''}", flush=True)
     apache = measure_side("apache", args, broker_keys) if args.side in ("both", "apache") else {}

@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -51,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from orbitmq.bench.kafka_kraft import CONNECTOR_VERSION, KAFKA_VERSION, KafkaKRaft, connector_jars
+from orbitmq.bench.rocketmq_profile import py_spy_binary, raw_stacks
 from orbitmq.bench.spark_cluster import EXECUTOR_MAIN, ChildProcess, SparkStandalone
 from orbitmq.common.net import free_port, free_port_pair
 
@@ -499,8 +499,7 @@ class PySpy:
 
     @staticmethod
     def binary() -> str | None:
-        beside = Path(sys.executable).parent / "py-spy"
-        return str(beside) if beside.exists() else shutil.which("py-spy")
+        return py_spy_binary()
 
     def start(self) -> None:
         exe = self.binary()
@@ -537,17 +536,13 @@ class PySpy:
                 text = path.read_text(errors="replace")
             except OSError:
                 continue
-            for line in text.splitlines():
-                stack, _, count = line.rpartition(" ")
-                if not count.isdigit():
-                    continue
-                frames = stack.split(";")
+            for frames, count in raw_stacks(text):
                 leaf = frames[-1] if frames else ""
                 if "pyspark/daemon.py" in leaf:  # the daemon waiting to fork a worker, not a worker
                     continue
                 cat = _spy_category(frames)
-                categories[cat] = categories.get(cat, 0) + int(count)
-                leaves[leaf] = leaves.get(leaf, 0) + int(count)
+                categories[cat] = categories.get(cat, 0) + count
+                leaves[leaf] = leaves.get(leaf, 0) + count
         total = sum(categories.values()) or 1
         return {"samples": total, "dir": str(self.out_dir),
                 "categories": {k: v / total for k, v in sorted(categories.items(), key=lambda kv: -kv[1])},

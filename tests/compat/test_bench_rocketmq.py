@@ -3,9 +3,11 @@ item 4).
 
 Starts Apache's NameServer, broker and proxy, measures, stops them, then OrbitMQ's, and prints
 both columns with the ratio. The Java load generators (tests/interop/java/grpc and remoting5,
-SendLoad; built by `make clients`) run on both sides. Only that it runs, that every load produced
-a figure on both sides and that no send failed are asserted: the figures themselves are recorded
-in docs/benchmarks.md, never judged by a test (about 100 s on a loaded 2-core machine).
+SendLoad; built by `make clients`) run on both sides; ``--profile`` adds an untimed grpc.aio run
+(2 s a side) with each proxy and broker sampled (JFR, py-spy). Only that it runs, that every load
+produced a figure on both sides, that no send failed and that both proxies' profiles hold samples
+are asserted: the figures themselves are recorded in docs/benchmarks.md, never judged by a test
+(about 100 s on a loaded 2-core machine, plus about 10 s for the profiles).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ JAVA_LOADS = ("java_grpc_sends", "java_remoting_sends", "java_remoting_batches_o
 
 def test_bench_rocketmq_quick_sends_prints_both_sides() -> None:
     run = subprocess.run([sys.executable, "-m", "orbitmq", "bench", "rocketmq", "--quick", "--only",
-                          "sends,java_grpc_sends,java_remoting", "--json"],
+                          "sends,java_grpc_sends,java_remoting", "--profile", "--json"],
                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     row = re.search(r"^proxy sends, official Python client.*$", run.stdout, re.M)
@@ -44,6 +46,10 @@ def test_bench_rocketmq_quick_sends_prints_both_sides() -> None:
             assert figures[side][load] > 0, (side, load, figures[side])
             assert figures[side][f"{load}_errors"] == 0, (side, load, figures[side])
             assert figures[side][f"{load}_cpu_us_broker"] > 0, (side, load, figures[side])
+    assert "profile" not in figures["not_measured"], figures["not_measured"]
+    for side in ("apache", "orbitmq"):  # --profile: an untimed grpc.aio run, proxy and broker sampled
+        proxy = figures[side]["profile"]["proxy"]
+        assert proxy["samples"] > 0 and proxy["top"] and proxy["packages"], (side, proxy)
     assert figures["ratio_orbitmq_over_apache"]["official_python_sends"] is not None
     for load in JAVA_LOADS:
         assert figures["ratio_orbitmq_over_apache"][load] is not None, load
