@@ -9,6 +9,10 @@ from __future__ import annotations
 # --- MixAll -------------------------------------------------------------------------------
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+# Light Message Queue (RIP-28): MixAll.LMQ_PREFIX, LMQ_QUEUE_ID, LMQ_DISPATCH_SEPARATOR.
+LMQ_PREFIX = "%LMQ%"
+LMQ_QUEUE_ID = 0
+LMQ_DISPATCH_SEPARATOR = ","
 DEFAULT_CLUSTER = "DefaultCluster"
 MASTER_ID = 0
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
@@ -165,3 +169,27 @@ def is_sys_consumer_group(group: str) -> bool:
 # CHANGE_MESSAGE_INVISIBLETIME's remark (with NO_MESSAGE) when the handle's message was already
 # acked: the broker refuses to revive it and the proxy answers INVALID_RECEIPT_HANDLE.
 POP_HANDLE_ACKED_REMARK = "the message of this receipt handle has been acked"
+
+
+def is_lmq(name: str | None) -> bool:
+    """MixAll#isLmq: a Light Message Queue's name (topic, queue or group) starts with %LMQ%."""
+    return name is not None and name.startswith(LMQ_PREFIX)
+
+
+def topic_allows_lmq(topic: str) -> bool:
+    """MixAll#topicAllowsLMQ: retry, rmq_sys_ and SCHEDULE_TOPIC_XXXX messages are never
+    dispatched to Light Message Queues (the delayed copy is, once delivered to its topic)."""
+    return not (topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(SYSTEM_TOPIC_PREFIX)
+                or topic == RMQ_SYS_SCHEDULE_TOPIC)
+
+
+def split_lmq_names(value: str) -> list[str]:
+    """String#split(LMQ_DISPATCH_SEPARATOR) as upstream splits INNER_MULTI_DISPATCH and
+    INNER_MULTI_QUEUE_OFFSET: trailing empty items dropped, "" staying [""]. The counts of the
+    two properties are compared after this split (ConsumeQueue#multiDispatchLmqQueue)."""
+    if LMQ_DISPATCH_SEPARATOR not in value:
+        return [value]
+    parts = value.split(LMQ_DISPATCH_SEPARATOR)
+    while parts and not parts[-1]:
+        parts.pop()
+    return parts

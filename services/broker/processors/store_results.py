@@ -36,6 +36,10 @@ _PUT_STATUS: dict[str, tuple[int, bool, str | None]] = {
     "DISK_FULL": (ResponseCode.SERVICE_NOT_AVAILABLE, False,
                   "service not available now, maybe disk full, please check the broker's disk usage."),
     "IN_SYNC_REPLICAS_NOT_ENOUGH": (ResponseCode.SYSTEM_ERROR, False, "in-sync replicas not enough"),
+    "LMQ_CONSUME_QUEUE_NUM_EXCEEDED": (ResponseCode.SYSTEM_ERROR, False,
+                                       "[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]broker config enableLmq and "
+                                       "enableMultiDispatch, lmq consumeQueue num exceed maxLmqConsumeQueueNum "
+                                       "config num, default limit 2w."),
     "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, False, "UNKNOWN_ERROR"),
     # Timer messages: the remark with the configured limits comes with the result (``remark``).
     "WHEEL_TIMER_FLOW_CONTROL": (ResponseCode.SYSTEM_ERROR, False, "timer message is under flow control"),

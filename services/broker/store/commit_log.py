@@ -45,7 +45,14 @@ from orbitmq.broker.store.model import (
 )
 from orbitmq.broker.store.transient_store_pool import TransientStorePool
 from orbitmq.common import speedups, sysflag
-from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
+from orbitmq.common.constants import (
+    LMQ_DISPATCH_SEPARATOR,
+    LMQ_QUEUE_ID,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    is_lmq,
+    split_lmq_names,
+    topic_allows_lmq,
+)
 from orbitmq.common.message import MessageConst, properties_to_string, string_to_properties
 from orbitmq.common.message_codec import (
     BLANK_MAGIC_CODE,
@@ -89,6 +96,8 @@ _TAGS = MessageConst.TAGS
 _KEYS = MessageConst.KEYS
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _DELAY = MessageConst.DELAY_TIME_LEVEL
+_MULTI_DISPATCH = MessageConst.INNER_MULTI_DISPATCH
+_MULTI_QUEUE_OFFSET = MessageConst.INNER_MULTI_QUEUE_OFFSET
 
 
 def _dispatch_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
@@ -244,6 +253,10 @@ class CommitLog:
         self._store_id_prefix = (self.store_addr + INT.pack(self.store_port)).hex().upper()
         # "topic-queueId" -> next logical offset, kept as a (topic, queue_id) key.
         self.topic_queue_table: dict[tuple[str, int], int] = {}
+        # QueueOffsetOperator#lmqTopicQueueTable: (LMQ name, LMQ_QUEUE_ID) -> next offset of
+        # that Light Message Queue, assigned at put (enableLmq) and rebuilt from the
+        # ConsumeQueues at recovery (recover_topic_queue_table).
+        self.lmq_topic_queue_table: dict[tuple[str, int], int] = {}
         self.put_message_lock = threading.Lock()
         self.begin_time_in_lock = 0
         self._last_store_timestamp = 0
@@ -411,6 +424,10 @@ class CommitLog:
         store_host = msg.store_host
         if store_host is not None and store_host != self.store_host:
             return self.put_messages([msg])
+        if self.config.enable_lmq:
+            names = msg.properties.get(_MULTI_DISPATCH)
+            if names and not names.isspace() and topic_allows_lmq(msg.topic):  # needDispatchLMQ
+                return self._put_lmq_message(msg, names)
         topic = msg.topic
         topic_field = self._topic_fields.get(topic)
         if topic_field is None:
@@ -479,6 +496,30 @@ class CommitLog:
         # Not timed for the slow-put warning (put_messages is): this path holds no lock, and one
         # more clock read costs ~0.3 µs, several percent of it.
         return put_ok_result(phy, total, now, qoff, self._store_id_prefix)
+
+    def _put_lmq_message(self, msg: MessageExtBrokerInner, names_value: str) -> PutMessageResult:
+        """A message to dispatch to Light Message Queues (enableLmq, INNER_MULTI_DISPATCH):
+        each %LMQ% queue it names gets its next offset in INNER_MULTI_QUEUE_OFFSET, the other
+        names an empty item (LmqDispatch#wrapLmqDispatch, StringUtils.join of nulls), the
+        properties string is written again from the dict (handlePropertiesForLmqMsg), and once
+        the record is in, each named LMQ's offset moves on by one (LmqDispatch#updateLmqOffsets).
+
+        Such records always take the plain pure-Python path (put_messages) since their
+        properties are rewritten; appends run on the loop only, so no other put comes between
+        reading and moving the offsets."""
+        names = split_lmq_names(names_value)
+        table = self.lmq_topic_queue_table
+        offsets = [str(table.get((name, LMQ_QUEUE_ID), 0)) if is_lmq(name) else "" for name in names]
+        msg.properties[_MULTI_QUEUE_OFFSET] = LMQ_DISPATCH_SEPARATOR.join(offsets)
+        msg.properties_string = properties_to_string(msg.properties)
+        msg.parsed_properties = None
+        result = self.put_messages([msg])
+        if result.status is PutMessageStatus.PUT_OK:
+            for name in names:
+                if is_lmq(name):
+                    key = (name, LMQ_QUEUE_ID)
+                    table[key] = table.get(key, 0) + 1
+        return result
 
     def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
         """Append all records or none, in one lock; a batch may span segments (the plain path,
@@ -958,11 +999,15 @@ class CommitLog:
             mfq.prepare_next()
 
     def recover_topic_queue_table(self, table: dict[tuple[str, int], int]) -> None:
+        """The queues' next offsets from their ConsumeQueues; the %LMQ% ones also make the LMQ
+        table (AbstractConsumeQueueStore#setTopicQueueTable → setLmqTopicQueueTable)."""
         self.topic_queue_table = table
+        self.lmq_topic_queue_table = {key: offset for key, offset in table.items() if is_lmq(key[0])}
 
     def remove_queue_from_topic_queue_table(self, topic: str, queue_id: int) -> None:
         with self.put_message_lock:
             self.topic_queue_table.pop((topic, queue_id), None)
+            self.lmq_topic_queue_table.pop((topic, queue_id), None)  # QueueOffsetOperator#remove
 
     def flush_all(self) -> None:
         """Everything appended into the files (commit, with a pool) and onto the disk."""

@@ -127,6 +127,14 @@ class MessageStoreConfig(ConfigBase):
     timer_stop_dequeue: bool = False
     # Milliseconds after start before due timer messages are delivered (-1: at once).
     disappear_time_after_start: int = -1
+    # -- Light Message Queue (RIP-28; upstream MessageStoreConfig keys and defaults) --
+    # enableLmq: a message carrying INNER_MULTI_DISPATCH gets one INNER_MULTI_QUEUE_OFFSET per
+    # %LMQ% queue it names, at put. enableMultiDispatch: dispatch writes each named queue's
+    # ConsumeQueue entry. maxLmqConsumeQueueNum: with both on, a multi-dispatch send is refused
+    # (LMQ_CONSUME_QUEUE_NUM_EXCEEDED) once more LMQ queues exist (docs/compatibility.md).
+    enable_lmq: bool = False
+    enable_multi_dispatch: bool = False
+    max_lmq_consume_queue_num: int = 20000
     # -- replication (services/broker/ha, docs/controller-ha.md; MessageStoreConfig's ha* keys) --
     # Classic slave: the master's HA address (ip:port); empty = the one the NameServer returns.
     ha_master_address: str = ""

@@ -45,7 +45,14 @@ from orbitmq.broker.store.running_flags import RunningFlags
 from orbitmq.broker.store.transient_store_pool import TransientStorePool
 from orbitmq.common import speedups
 from orbitmq.common.aio import cancel_and_wait, periodic
-from orbitmq.common.constants import RMQ_SYS_SCHEDULE_TOPIC
+from orbitmq.common.constants import (
+    LMQ_QUEUE_ID,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    is_lmq,
+    split_lmq_names,
+    topic_allows_lmq,
+)
 from orbitmq.common.message import MessageConst, MessageExt
 from orbitmq.common.message_codec import RecordError, decode_record
 from orbitmq.common.message_id import decode_offset_message_id
@@ -57,6 +64,8 @@ _PUT_OK = PutMessageStatus.PUT_OK
 CHECK_SELF_INITIAL_DELAY_S = 60.0
 CHECK_SELF_INTERVAL_S = 600.0
 _WAIT = MessageConst.WAIT_STORE_MSG_OK
+_MULTI_DISPATCH = MessageConst.INNER_MULTI_DISPATCH
+_MULTI_QUEUE_OFFSET = MessageConst.INNER_MULTI_QUEUE_OFFSET
 
 
 def _wait_store_msg_ok(properties: dict[str, str]) -> bool:
@@ -336,11 +345,17 @@ class MessageStore:
         cq_dispatcher = (partial(dispatch_consume_queue_ext, self) if self.config.enable_consume_queue_ext
                          else partial(dispatch_consume_queue, self))
         rs.dispatchers = [*self._first_dispatchers, cq_dispatcher]
+        if self.config.enable_multi_dispatch:
+            # Right after the record's own entry, as ConsumeQueue#putMessagePositionInfoWrapper
+            # calls multiDispatchLmqQueue; a dispatcher of its own keeps the compiled one as is.
+            rs.dispatchers.append(partial(dispatch_multi_queue, self))
         if self.index_service is not None:
             rs.dispatchers.append(self.index_service.build_index)
             rs.run_dispatchers = {self.index_service.build_index: self.index_service.build_index_many}
         rs.dispatchers.extend(self._extra_dispatchers)
         rs.arrival_listeners = list(self._arrival_listeners)
+        if self.config.enable_multi_dispatch:
+            rs.arrival_listeners.append(partial(_notify_multi_queue, self))
 
     def _redispatch_consume_queue_gap(self, cq: ConsumeQueue) -> bool:
         """A record came with a queue offset past ``cq``'s end: the records owning the slots
@@ -356,7 +371,7 @@ class MessageStore:
     def recover_offset_table(self) -> None:
         """topicQueueTable from the ConsumeQueues' max offsets, their min offsets corrected to the
         CommitLog's (ConsumeQueueStore#recoverOffsetTable)."""
-        table: dict[tuple[str, int], int] = {}
+        table: dict[tuple[str, int], int] = {}  # LMQ queues included: their offsets come back too
         min_phy = self.commit_log.get_min_offset()
         for cq in self.consume_queues():
             table[(cq.topic, cq.queue_id)] = cq.get_max_offset_in_queue()
@@ -465,6 +480,9 @@ class MessageStore:
         if (ha is not None and self.config.broker_role == SYNC_MASTER and msg.wait_store_msg_ok
                 and ha.in_sync_replicas_not_enough()):  # replication.refuses_put, inlined
             return PutMessageResult(PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
+        cfg = self.config
+        if cfg.enable_lmq and cfg.enable_multi_dispatch and self.lmq_consume_queue_num_exceeded(msg):
+            return PutMessageResult(PutMessageStatus.LMQ_CONSUME_QUEUE_NUM_EXCEEDED)
         if self.put_message_hooks:
             for hook in self.put_message_hooks:
                 refused = hook(msg)
@@ -492,6 +510,19 @@ class MessageStore:
         if self._group_commit is not None:
             return await self._wait_for_flush(result, msg.wait_store_msg_ok, msg.topic)
         return result
+
+    def lmq_consume_queue_num(self) -> int:
+        """How many Light Message Queues exist: those recovered from their ConsumeQueues and
+        those given offsets since (the LMQ offset table)."""
+        return len(self.commit_log.lmq_topic_queue_table)
+
+    def lmq_consume_queue_num_exceeded(self, msg: MessageExtBrokerInner) -> bool:
+        """DefaultMessageStore#checkLmqMessage (RIP-28; Apache 5 keeps the status and the key
+        but dropped the check): a multi-dispatch message while more LMQ queues than
+        maxLmqConsumeQueueNum exist."""
+        names = msg.properties.get(_MULTI_DISPATCH)
+        return (bool(names) and not names.isspace()
+                and self.lmq_consume_queue_num() > self.config.max_lmq_consume_queue_num)
 
     async def put_messages(self, msgs: list[MessageExtBrokerInner], *, undelayed: bool = False) -> PutMessageResult:
         """Append a batch, all or nothing in one lock; SYNC_FLUSH waits for the disk.
@@ -871,7 +902,9 @@ class MessageStore:
         """cleanUnusedTopic's choice: topics with ConsumeQueues that are neither in ``retain`` (the
         broker's topic config) nor system topics."""
         keep = set(retain)
-        return sorted(t for t in self.consume_queue_table if t not in keep and not is_system_topic(t))
+        # LMQ queues have no topic config and are never unused (DefaultMessageStore#cleanUnusedTopic).
+        return sorted(t for t in self.consume_queue_table
+                      if t not in keep and not is_system_topic(t) and not is_lmq(t))
 
     @property
     def _trash_dir(self) -> str:
@@ -957,6 +990,73 @@ def dispatch_consume_queue_ext(store: MessageStore, req: DispatchRequest) -> Non
         cq.put_message_position_info_wrapper(req.commit_log_offset, req.msg_size, req.tags_code,
                                              req.consume_queue_offset, req.store_timestamp, req.bit_map)
     store.dispatched_store_timestamp = req.store_timestamp
+
+
+def _multi_queue_targets(store: MessageStore, topic: str, queue_id: int,
+                         props: dict[str, str] | None, report: bool = True) -> list[tuple[str, int, int]] | None:
+    """(queue name, queue id, queue offset) of each queue a record's INNER_MULTI_DISPATCH
+    names, as ConsumeQueue#multiDispatchLmqQueue reads them; None when there are none or the
+    two properties disagree in length (upstream logs it as a bug and dispatches none)."""
+    if not props:
+        return None
+    names_value = props.get(_MULTI_DISPATCH)
+    offsets_value = props.get(_MULTI_QUEUE_OFFSET)
+    if not names_value or not offsets_value or names_value.isspace() or offsets_value.isspace():
+        return None
+    names = split_lmq_names(names_value)
+    offsets = split_lmq_names(offsets_value)
+    if len(names) != len(offsets):
+        if report:
+            log.error("[bug] queues.length!=queueOffsets.length %s", topic)
+        return None
+    enable_lmq = store.config.enable_lmq
+    targets = []
+    for name, raw in zip(names, offsets, strict=True):
+        try:
+            offset = int(raw)
+        except ValueError:  # upstream's Long.parseLong throws and stalls dispatch; skipped here
+            if report:
+                log.error("%s: no queue offset %r for multi-dispatch queue %r", topic, raw, name)
+            continue
+        targets.append((name, LMQ_QUEUE_ID if enable_lmq and is_lmq(name) else queue_id, offset))
+    return targets
+
+
+def dispatch_multi_queue(store: MessageStore, req: DispatchRequest) -> None:
+    """enableMultiDispatch: an entry in each queue the record names, after its own
+    (ConsumeQueue#multiDispatchLmqQueue / doDispatchLmqQueue, MultiDispatchUtils#checkMultiDispatchQueue).
+    A name holding a path separator is skipped, as upstream skips it; the entry carries the
+    record's tag code and no extension unit."""
+    tran = req.sys_flag & 0xC
+    if (tran != 0 and tran != 0x8) or not topic_allows_lmq(req.topic):
+        return
+    targets = _multi_queue_targets(store, req.topic, req.queue_id, req.properties)
+    if not targets:
+        return
+    for name, queue_id, offset in targets:
+        if os.sep in name:
+            continue
+        cq = store.find_consume_queue(name, queue_id)
+        cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code, offset)
+
+
+def _notify_multi_queue(store: MessageStore, topic: str, queue_id: int, logic_offset: int, tags_code: int,
+                        store_timestamp: int, props: dict) -> None:
+    """ReputMessageService#notifyMessageArrive4MultiQueue: a record that named queues wakes the
+    long polls of each of them too (offset + 1, as for the record's own queue), through the
+    store's arrival listeners (those added later included)."""
+    listeners = store._arrival_listeners
+    if not listeners or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return
+    targets = _multi_queue_targets(store, topic, queue_id, props, report=False)
+    if not targets:
+        return
+    for name, qid, offset in targets:
+        for listener in listeners:
+            try:
+                listener(name, qid, offset + 1, tags_code, store_timestamp, props)
+            except Exception:
+                log.exception("message arrival listener %r failed", listener)
 
 
 def _record_properties(record: bytes) -> dict[str, str]:

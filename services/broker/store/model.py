@@ -80,6 +80,9 @@ class PutMessageStatus(enum.Enum):
     WHEEL_TIMER_FLOW_CONTROL = "WHEEL_TIMER_FLOW_CONTROL"
     WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
     WHEEL_TIMER_NOT_ENABLE = "WHEEL_TIMER_NOT_ENABLE"
+    # enableLmq and enableMultiDispatch: a multi-dispatch message while more LMQ queues than
+    # maxLmqConsumeQueueNum exist (MessageStore.put_message); nothing stored.
+    LMQ_CONSUME_QUEUE_NUM_EXCEEDED = "LMQ_CONSUME_QUEUE_NUM_EXCEEDED"
 
 
 class AppendMessageStatus(enum.Enum):
