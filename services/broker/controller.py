@@ -52,6 +52,11 @@ from orbitmq.broker.processors.send_queue import SendQueue
 from orbitmq.broker.stats import BrokerStatsManager
 from orbitmq.broker.store.config import SLAVE, SYNC_MASTER, MessageStoreConfig
 from orbitmq.broker.store.metadata.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.store.metadata.lmq import (
+    LmqConsumerOffsetManager,
+    LmqSubscriptionGroupManager,
+    LmqTopicConfigManager,
+)
 from orbitmq.broker.store.metadata.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.store.metadata.topic_config_manager import TopicConfigManager
 from orbitmq.broker.store.model import AppendMessageStatus, GetMessageStatus, MessageExtBrokerInner
@@ -122,16 +127,19 @@ class BrokerController:
         self.store_config = store_config
         self.listen_host = listen_host
         config_dir = store_config.config_dir
-        self.topic_config_manager = TopicConfigManager(
+        # enableLmq: the LMQ managers (store/metadata/lmq.py), as BrokerController picks them.
+        lmq = store_config.enable_lmq
+        topic_manager = LmqTopicConfigManager if lmq else TopicConfigManager
+        self.topic_config_manager = topic_manager(
             config_dir, broker_cluster_name=config.broker_cluster_name, broker_name=config.broker_name,
             auto_create_topic_enable=config.auto_create_topic_enable,
             default_topic_queue_nums=config.default_topic_queue_nums,
             cluster_topic_enable=config.cluster_topic_enable, broker_topic_enable=config.broker_topic_enable,
             trace_topic_enable=config.trace_topic_enable, msg_trace_topic_name=config.msg_trace_topic_name,
             revive_queue_num=config.revive_queue_num, timer_wheel_enable=store_config.timer_wheel_enable)
-        self.subscription_group_manager = SubscriptionGroupManager(
+        self.subscription_group_manager = (LmqSubscriptionGroupManager if lmq else SubscriptionGroupManager)(
             config_dir, auto_create_subscription_group=config.auto_create_subscription_group)
-        self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
+        self.consumer_offset_manager = (LmqConsumerOffsetManager if lmq else ConsumerOffsetManager)(config_dir)
         self.message_store: Any = None
         self.consumer_manager = ConsumerManager(self._on_consumer_ids_changed, config.channel_expired_timeout)
         self.consumer_manager.subscription_expired_millis = config.subscription_expired_timeout
