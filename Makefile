@@ -117,7 +117,8 @@ tools:
 # Four passes: the tests that mostly wait (long polls, timers, subprocesses, the clusters of
 # tests/integration; the mqadmin CLI tests of tests/admin run a process per command) on three
 # workers, more than the two cores since they wait more than they compute (13 min against 15-18 on
-# two; `--dist loadgroup`: an `xdist_group` module, one that starts Apache RocketMQ, stays on one worker);
+# two), each module whole on one worker (`--dist loadfile`: with `loadgroup` the tests of a module
+# spread over the workers and each worker started the module's cluster, its JVMs too, again);
 # those of them marked `serial` one at a time; the unit tests of the servers and the core (where
 # the compiled twins are), the SDK tests and one official client's send/receive again, on two
 # workers, with ORBITMQ_NO_SPEEDUPS=1: the pure-Python code an install without a C compiler runs
@@ -133,9 +134,10 @@ NO_SPEEDUPS_TESTS := tests/unit/core tests/unit/services tests/unit/test_speedup
 	tests/sdk tests/interop/test_python_simple_consumer.py::test_receive_and_ack_round_trip
 test: setup node tools clients
 	@status=0; \
-	$(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not serial" $(PARALLEL_TESTS) || status=$$?; \
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile --durations=15 -m "not serial" $(PARALLEL_TESTS) \
+		|| status=$$?; \
 	$(BIN)/python -m pytest -q -m serial $(PARALLEL_TESTS) || status=$$?; \
-	ORBITMQ_NO_SPEEDUPS=1 $(BIN)/python -m pytest -q -n 2 -m "not serial" $(NO_SPEEDUPS_TESTS) \
+	ORBITMQ_NO_SPEEDUPS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not serial" $(NO_SPEEDUPS_TESTS) \
 		--ignore=tests/sdk/remoting_client || status=$$?; \
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 $(addprefix --ignore=,$(PARALLEL_TESTS)) \
 		|| status=$$?; \
