@@ -81,8 +81,8 @@ JAVA_LOAD_FLAGS = {"java_grpc_sends": [], "java_remoting": ["-XX:TieredStopAtLev
 CPU_COLUMNS = ("proxy", "broker", "slaves", "controller", "namesrv", "client")
 NOT_MEASURED = {
     "sync_flush": "this run flushes asynchronously; run again with --sync-flush (both brokers SYNC_FLUSH)",
-    "profile": "the py-spy/cProfile capture of the slowest path is not wired in; per-process CPU per "
-               "message is printed instead",
+    "profile": "run with --profile for the py-spy / JFR capture of the slowest path (the grpc.aio sends); "
+               "per-process CPU per message is printed instead",
 }
 
 
