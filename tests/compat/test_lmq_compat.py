@@ -158,3 +158,39 @@ def test_apache_reads_orbitmq_lmq_store(kinds: Kinds) -> None:
         asyncio.run(check())
     finally:
         stop("apache", proc)
+
+
+def test_max_lmq_consume_queue_num_only_enforced_by_orbitmq(kinds: Kinds) -> None:
+    """The documented deviation: Apache 5.5.0 keeps maxLmqConsumeQueueNum and
+    LMQ_CONSUME_QUEUE_NUM_EXCEEDED but takes every send; OrbitMQ refuses multi-dispatch sends once
+    more LMQ queues than the limit exist, as RIP-28's DefaultMessageStore#checkLmqMessage did."""
+    codes = {}
+    for kind in ("apache", "orbitmq"):
+        store = kinds.workdir / f"store-limit-{kind}"
+        if kind == "orbitmq":
+            proc, addr = start_broker(kinds.runner, kinds.workdir, "", f"{kind}-limit", store=store,
+                                      brokerName=BROKER_NAME, maxLmqConsumeQueueNum="1", **LMQ_KEYS)
+        else:
+            broker = kinds.apache.broker("", f"{kind}-limit", broker_name=BROKER_NAME, store=store,
+                                         maxLmqConsumeQueueNum="1", **LMQ_KEYS)
+            proc, addr = broker.process, broker.addr
+
+        async def sends(addr: str = addr) -> list[tuple[int, str | None]]:
+            async with RemotingClient() as client:
+                response = await invoke(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                    "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1",
+                    "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
+                assert response.code == ResponseCode.SUCCESS, response.remark
+                out = []
+                for lmq in ("%LMQ%a,%LMQ%b", "%LMQ%a"):
+                    response = await send(client, addr, b"x", lmq)
+                    out.append((response.code, response.remark))
+                return out
+        try:
+            codes[kind] = asyncio.run(sends())
+        finally:
+            stop(kind, proc)
+    assert codes["apache"] == [(ResponseCode.SUCCESS, None)] * 2
+    assert codes["orbitmq"][0] == (ResponseCode.SUCCESS, None)
+    assert codes["orbitmq"][1][0] == ResponseCode.SYSTEM_ERROR
+    assert codes["orbitmq"][1][1].startswith("[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]")
