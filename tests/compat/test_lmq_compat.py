@@ -194,3 +194,38 @@ def test_max_lmq_consume_queue_num_only_enforced_by_orbitmq(kinds: Kinds) -> Non
     assert codes["orbitmq"][0] == (ResponseCode.SUCCESS, None)
     assert codes["orbitmq"][1][0] == ResponseCode.SYSTEM_ERROR
     assert codes["orbitmq"][1][1].startswith("[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]")
+
+
+def test_apache_reads_orbitmq_lmq_store_after_kill9(kinds: Kinds) -> None:
+    """OrbitMQ writes, is killed -9 once its LMQ group offset is persisted (every
+    flushConsumerOffsetInterval), and Apache recovers the store abnormally: the LMQ queues are
+    served and their offsets continue."""
+    store = kinds.workdir / "store-orbitmq-killed"
+    proc, addr = start(kinds, "orbitmq", "orbitmq-killed", store)
+    try:
+        assert asyncio.run(write_and_observe(addr)) == EXPECTED
+        saved = store / "config" / "lmqConsumerOffset.json"
+        for _ in range(300):
+            if saved.exists() and GROUP in saved.read_text():
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("lmqConsumerOffset.json never held the LMQ group's offset")
+    finally:
+        proc.kill()
+    assert (store / "abort").exists()
+    proc, addr = start(kinds, "apache", "apache-after-kill", store)
+    try:
+        async def check() -> None:
+            async with RemotingClient() as client:
+                assert await observe(client, addr) == EXPECTED
+                assert (await send(client, addr, b"on-apache", "%LMQ%a,%LMQ%b")).code == ResponseCode.SUCCESS
+                for _ in range(200):
+                    seen = await observe(client, addr)
+                    if seen["%LMQ%a"][0][1] == 4:
+                        break
+                    await asyncio.sleep(0.05)
+                assert seen["%LMQ%b"][1][-1] == (b"on-apache", "%LMQ%a,%LMQ%b", "3,4")
+        asyncio.run(check())
+    finally:
+        stop("apache", proc)
