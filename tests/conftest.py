@@ -50,20 +50,30 @@ _fixtures_in_setup: list[pytest.FixtureDef[object]] = []
 _fixture_dirs: dict[pytest.FixtureDef[object], tuple[int, list[Path]]] = {}
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest):
-    _fixtures_in_setup.append(fixturedef)
-    try:
-        return (yield)
-    finally:
-        _fixtures_in_setup.pop()
+class _FixtureDirHooks:
+    """Registered as a plugin of its own (pytest_configure), not as this conftest's hooks: a
+    conftest hook is called only for nodes below its directory, and a session-scoped fixture is
+    set up and finished on the Session node, so its mktemp would be credited to the function
+    fixture that first asked for it and removed with that."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest):
+        _fixtures_in_setup.append(fixturedef)
+        try:
+            return (yield)
+        finally:
+            _fixtures_in_setup.pop()
+
+    def pytest_fixture_post_finalizer(self, fixturedef: pytest.FixtureDef[object],
+                                      request: pytest.FixtureRequest) -> None:
+        failed_at_setup, dirs = _fixture_dirs.pop(fixturedef, (0, []))
+        if request.session.testsfailed == failed_at_setup:
+            for path in dirs:
+                shutil.rmtree(path, ignore_errors=True)
 
 
-def pytest_fixture_post_finalizer(fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest) -> None:
-    failed_at_setup, dirs = _fixture_dirs.pop(fixturedef, (0, []))
-    if request.session.testsfailed == failed_at_setup:
-        for path in dirs:
-            shutil.rmtree(path, ignore_errors=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_FixtureDirHooks(), "orbitmq-fixture-dirs")
 
 
 @pytest.fixture(scope="session", autouse=True)
