@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml setup.py $(SPEEDUPS)
 			python3-dev "python$$($(PY) -c 'import sys; print(*sys.version_info[:2], sep=".")')-dev")
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	ORBITMQ_REQUIRE_SPEEDUPS=1 $(BIN)/python -m pip install -q -e '.[dev,spark]'
+	ORBITMQ_REQUIRE_SPEEDUPS=1 $(BIN)/python -m pip install -q -e '.[dev,spark,bench]'
 	touch $@
 
 $(PROTO_STAMP): $(PROTO_SRC) proto/generate.py $(STAMP)
