@@ -231,7 +231,7 @@ async def test_consumer_registry_notifications_and_orderly_locks(procs, tmp_path
     async def on_notify(request: RemotingCommand, channel) -> None:
         await notified.put(request.ext_fields["consumerGroup"])
 
-    first, second = RemotingClient(), RemotingClient()
+    first, second, observer = RemotingClient(), RemotingClient(), RemotingClient()
     first.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, on_notify)
     try:
         await invoke_ok(first, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
@@ -303,9 +303,11 @@ async def test_consumer_registry_notifications_and_orderly_locks(procs, tmp_path
         await invoke_ok(first, addr, RequestCode.HEART_BEAT, body=heartbeat_body("client-1", GROUP, TOPIC))
         await invoke_ok(first, addr, RequestCode.UPDATE_BROKER_CONFIG,
                         body=b"channelExpiredTimeout=300\nclientChannelScanInterval=100\n")
+        # Asked on a connection of its own: the expiry closes client-1's channel (as upstream's
+        # ClientHousekeepingService does), which may cut a request in flight on it.
         for _ in range(100):
-            listed = await first.invoke(addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                                                                      {"consumerGroup": GROUP}), 5)
+            listed = await observer.invoke(addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                                         {"consumerGroup": GROUP}), 5)
             if listed.code == ResponseCode.SYSTEM_ERROR:
                 break
             await asyncio.sleep(0.05)
@@ -313,6 +315,7 @@ async def test_consumer_registry_notifications_and_orderly_locks(procs, tmp_path
     finally:
         await first.close()
         await second.close()
+        await observer.close()
 
 
 def heartbeat_v2_body(client_id: str, group: str, topic: str, fingerprint: int, without_sub: bool) -> bytes:
